@@ -1,0 +1,301 @@
+// Package hdr wraps HdrHistogram with fleetbench's one histogram
+// configuration, clamping with counts, lossless merge and V2 encoding.
+//
+// Every latency in fleetbench is recorded in microseconds into a Histogram
+// built from one Config (normally Default). Histograms of the same Config
+// merge losslessly across goroutines, agents and runs; histograms of
+// different Configs refuse to merge or decode (ErrConfigMismatch), because
+// their buckets mean different things.
+//
+// # Reported values
+//
+// Percentiles follow the HdrHistogram convention: Percentile and the
+// percentiles of Summary report the highest value equivalent to the
+// nearest-rank sample (the top of its bucket), so a reported latency is never
+// below the true one and exceeds it by less than the precision (under 0.1% of
+// the value at 3 significant figures; exact below 2,048 µs). Max is also the
+// highest equivalent value, Min the lowest equivalent value, Mean and Std use
+// each bucket's median equivalent value.
+//
+// # Clamping
+//
+// The trackable range of a Histogram is 0..HighestMicros. A value above it is
+// recorded as HighestMicros and a negative value as 0; both are counted in
+// Clamped, never dropped. Values between 0 and LowestMicros are not clamped:
+// LowestMicros is HdrHistogram's lowest discernible value, the resolution of
+// the first bucket, not a lower bound (with Default's 1 µs, a 0 µs gap is
+// recorded exactly as 0).
+package hdr
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// ErrConfigMismatch is returned when histograms of different configurations
+// are merged or decoded.
+var ErrConfigMismatch = errors.New("histogram configuration mismatch")
+
+// ErrDropped is returned (wrapped in a *DroppedError that carries the count)
+// when a merge could not record some values. With matching configurations
+// this only happens when a total count would overflow int64.
+var ErrDropped = errors.New("histogram values dropped")
+
+// DroppedError reports how many values a Merge dropped. errors.Is(err,
+// ErrDropped) holds for it; use errors.As to read Count.
+type DroppedError struct {
+	Count int64
+}
+
+// Error implements error.
+func (e *DroppedError) Error() string {
+	return fmt.Sprintf("merge histogram: %d values dropped", e.Count)
+}
+
+// Unwrap returns ErrDropped.
+func (e *DroppedError) Unwrap() error { return ErrDropped }
+
+// Config is a histogram configuration. Values are recorded in microseconds.
+// A Config is a plain value, safe to copy and share.
+type Config struct {
+	// LowestMicros is the lowest discernible value (the first bucket's
+	// resolution); at least 1.
+	LowestMicros int64
+	// HighestMicros is the highest trackable value; larger values are
+	// clamped to it and counted. At least 2*LowestMicros.
+	HighestMicros int64
+	// SigFigs is the number of significant decimal digits kept, 1..5.
+	SigFigs int
+}
+
+// Default is fleetbench's configuration: 1 µs to 10 min, 3 significant figures.
+var Default = Config{LowestMicros: 1, HighestMicros: int64(10 * time.Minute / time.Microsecond), SigFigs: 3}
+
+// Validate reports whether c describes a histogram HdrHistogram can build.
+// Configs read from flags, files or the network must pass it before New.
+func (c Config) Validate() error {
+	switch {
+	case c.LowestMicros < 1:
+		return fmt.Errorf("validate histogram config: lowest %d µs is below 1", c.LowestMicros)
+	case c.HighestMicros < 2*c.LowestMicros || c.HighestMicros > math.MaxInt64/int64(time.Microsecond):
+		// The upper bound keeps every value representable as a time.Duration.
+		return fmt.Errorf("validate histogram config: highest %d µs is out of range for lowest %d µs", c.HighestMicros, c.LowestMicros)
+	case c.SigFigs < 1 || c.SigFigs > 5:
+		return fmt.Errorf("validate histogram config: %d significant figures is not in 1..5", c.SigFigs)
+	case math.Floor(math.Log2(float64(c.LowestMicros)))+math.Ceil(math.Log2(2*math.Pow10(c.SigFigs)))-1 > 61:
+		// HdrHistogram's own representability limit (unit magnitude plus
+		// sub-bucket half-count magnitude); New would panic beyond it.
+		return fmt.Errorf("validate histogram config: lowest %d µs is too large for %d significant figures", c.LowestMicros, c.SigFigs)
+	}
+	return nil
+}
+
+// Fingerprint returns a short stable string that identifies the bucket
+// geometry, e.g. "hdr-v1:1:600000000:3". Two histograms merge only when
+// their fingerprints are equal; carry it next to encoded histograms.
+func (c Config) Fingerprint() string {
+	return fmt.Sprintf("hdr-v1:%d:%d:%d", c.LowestMicros, c.HighestMicros, c.SigFigs)
+}
+
+// New returns an empty Histogram of this configuration. It panics if c is
+// invalid (see Validate); Default is valid.
+func (c Config) New() *Histogram {
+	if err := c.Validate(); err != nil {
+		panic("hdr: " + err.Error())
+	}
+	return &Histogram{cfg: c, h: hdrhistogram.New(c.LowestMicros, c.HighestMicros, c.SigFigs)}
+}
+
+// Histogram is an HdrHistogram of microsecond values with a clamp counter.
+//
+// A Histogram is not safe for concurrent use: like the hdrhistogram-go
+// histogram it wraps, it has no locking. Concurrent reads are safe only while
+// nothing mutates it; callers serialize Record, Merge, Reset and SetClamped
+// against every other use (pkg/record does so under its Recorder's mutex).
+type Histogram struct {
+	cfg     Config
+	h       *hdrhistogram.Histogram
+	clamped int64
+}
+
+// Config returns the configuration h was built with.
+func (h *Histogram) Config() Config { return h.cfg }
+
+// Record records d, truncated to whole microseconds (clamped and counted when
+// outside 0..HighestMicros).
+func (h *Histogram) Record(d time.Duration) {
+	h.RecordValue(d.Microseconds())
+}
+
+// RecordDurations records every element of ds, as Record does.
+func (h *Histogram) RecordDurations(ds []time.Duration) {
+	for _, d := range ds {
+		h.RecordValue(d.Microseconds())
+	}
+}
+
+// RecordValue records a value in microseconds. A negative value is recorded
+// as 0 and a value above HighestMicros as HighestMicros; both are counted in
+// Clamped.
+func (h *Histogram) RecordValue(micros int64) {
+	if micros < 0 {
+		micros = 0
+		h.clamped++
+	} else if micros > h.cfg.HighestMicros {
+		micros = h.cfg.HighestMicros
+		h.clamped++
+	}
+	// The value is in range now, so the only possible error is a total count
+	// past math.MaxInt64, which 9e18 recordings cannot reach in practice.
+	_ = h.h.RecordValue(micros)
+}
+
+// Merge adds every value of o (and its clamp count) into h; o is unchanged.
+// It returns an error wrapping ErrConfigMismatch, and changes nothing, when
+// the configurations differ. If HdrHistogram could not record some values
+// (only on count overflow) the others are merged and the error is a
+// *DroppedError wrapping ErrDropped.
+func (h *Histogram) Merge(o *Histogram) error {
+	if h.cfg != o.cfg {
+		return fmt.Errorf("merge histogram %s into %s: %w", o.cfg.Fingerprint(), h.cfg.Fingerprint(), ErrConfigMismatch)
+	}
+	if o == h {
+		// hdrhistogram-go iterates the source while recording into the
+		// destination; do not let them alias.
+		o = o.Clone()
+	}
+	h.clamped += o.clamped
+	if dropped := h.h.Merge(o.h); dropped > 0 {
+		return &DroppedError{Count: dropped}
+	}
+	return nil
+}
+
+// Count returns the number of values recorded, clamped ones included.
+func (h *Histogram) Count() int64 { return h.h.TotalCount() }
+
+// Clamped returns how many of the recorded values were outside
+// 0..HighestMicros and recorded at the nearest bound. The V2 encoding does
+// not carry it: whoever ships an encoded histogram ships Clamped next to it
+// and restores it with SetClamped after Decode.
+func (h *Histogram) Clamped() int64 { return h.clamped }
+
+// SetClamped sets the clamp count, for restoring it after Decode.
+func (h *Histogram) SetClamped(n int64) { h.clamped = n }
+
+// Percentile returns the value at percentile p (0..100, not 0..1) by the
+// nearest-rank definition: the smallest recorded value such that at least p%
+// of the values are at or below it, reported as the highest value equivalent
+// to it (see the package doc). p <= 0 returns the minimum (lowest equivalent
+// value), p >= 100 the maximum. An empty histogram returns 0.
+func (h *Histogram) Percentile(p float64) time.Duration {
+	return micros(h.valueAt(p))
+}
+
+// valueAt returns the nearest-rank value at percentile p in microseconds.
+func (h *Histogram) valueAt(p float64) int64 {
+	n := h.h.TotalCount()
+	if n == 0 {
+		return 0
+	}
+	if !(p > 0) { // also NaN
+		return h.h.Min()
+	}
+	return h.h.ValueAtQuantile(hdrPercentile(p, n))
+}
+
+// hdrPercentile maps percentile p to the percentile argument for which
+// hdrhistogram-go, which rounds its rank to nearest (int(p/100*n + 0.5)),
+// selects the nearest rank ceil(p/100*n) instead.
+func hdrPercentile(p float64, n int64) float64 {
+	k := nearestRank(p, n)
+	return 100 * float64(k) / float64(n)
+}
+
+// nearestRank returns ceil(p/100*n) clamped to 1..n. A product within 1e-9
+// relative of an integer is taken as that integer so that, e.g., p99.9 of
+// 200,000 values is rank 199,800 despite float rounding.
+func nearestRank(p float64, n int64) int64 {
+	if p >= 100 {
+		return n
+	}
+	x := p / 100 * float64(n)
+	r := math.Round(x)
+	var k int64
+	if math.Abs(x-r) <= 1e-9*math.Max(1, x) {
+		k = int64(r)
+	} else {
+		k = int64(math.Ceil(x))
+	}
+	return min(max(k, 1), n)
+}
+
+// Summary is the usual set of statistics of one histogram. Durations follow
+// the package's reporting convention; all are zero for an empty histogram.
+type Summary struct {
+	Count                    int64
+	Mean, Std, Min, Max      time.Duration
+	P50, P90, P95, P99, P999 time.Duration
+}
+
+// summaryPercentiles are the percentiles of Summary, in field order.
+var summaryPercentiles = [...]float64{50, 90, 95, 99, 99.9}
+
+// Summary returns count, mean, standard deviation, min, max and the p50, p90,
+// p95, p99 and p99.9 percentiles (as Percentile computes them).
+func (h *Histogram) Summary() Summary {
+	n := h.h.TotalCount()
+	if n == 0 {
+		return Summary{}
+	}
+	var ps [len(summaryPercentiles)]float64
+	for i, p := range summaryPercentiles {
+		ps[i] = hdrPercentile(p, n)
+	}
+	v := h.h.ValueAtPercentilesSlice(ps[:])
+	return Summary{
+		Count: n,
+		Mean:  microsF(h.h.Mean()),
+		Std:   microsF(h.h.StdDev()),
+		Min:   micros(h.h.Min()),
+		Max:   micros(h.h.Max()),
+		P50:   micros(v[0]),
+		P90:   micros(v[1]),
+		P95:   micros(v[2]),
+		P99:   micros(v[3]),
+		P999:  micros(v[4]),
+	}
+}
+
+// Clone returns an independent deep copy of h, clamp count included.
+func (h *Histogram) Clone() *Histogram {
+	return &Histogram{cfg: h.cfg, h: h.h.Clone(), clamped: h.clamped}
+}
+
+// Reset empties h and zeroes its clamp count, keeping its storage.
+func (h *Histogram) Reset() {
+	h.h.Reset()
+	h.clamped = 0
+}
+
+// Equal reports whether h and o have the same configuration, counts and
+// clamp count.
+func (h *Histogram) Equal(o *Histogram) bool {
+	return h.cfg == o.cfg && h.clamped == o.clamped && h.h.Equals(o.h)
+}
+
+// Unwrap returns the underlying hdrhistogram-go histogram, for reading
+// (iteration, percentile distributions, interval logs). Values recorded into
+// it directly bypass clamping and the clamp count; it shares h's contract of
+// no concurrent use.
+func (h *Histogram) Unwrap() *hdrhistogram.Histogram { return h.h }
+
+func micros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+
+func microsF(v float64) time.Duration {
+	return time.Duration(math.Round(v * float64(time.Microsecond)))
+}
