@@ -252,22 +252,26 @@ func (h *Histogram) Summary() Summary {
 	if n == 0 {
 		return Summary{}
 	}
-	var ps [len(summaryPercentiles)]float64
+	// One scan for min (percentile 0: lowest equivalent value), the
+	// percentiles and max (percentile 100: highest equivalent value), which
+	// saves the full passes of Min and Max.
+	var ps [len(summaryPercentiles) + 2]float64
 	for i, p := range summaryPercentiles {
-		ps[i] = hdrPercentile(p, n)
+		ps[i+1] = hdrPercentile(p, n)
 	}
+	ps[len(ps)-1] = 100
 	v := h.h.ValueAtPercentilesSlice(ps[:])
 	return Summary{
 		Count: n,
 		Mean:  microsF(h.h.Mean()),
 		Std:   microsF(h.h.StdDev()),
-		Min:   micros(h.h.Min()),
-		Max:   micros(h.h.Max()),
-		P50:   micros(v[0]),
-		P90:   micros(v[1]),
-		P95:   micros(v[2]),
-		P99:   micros(v[3]),
-		P999:  micros(v[4]),
+		Min:   micros(v[0]),
+		Max:   micros(v[6]),
+		P50:   micros(v[1]),
+		P90:   micros(v[2]),
+		P95:   micros(v[3]),
+		P99:   micros(v[4]),
+		P999:  micros(v[5]),
 	}
 }
 

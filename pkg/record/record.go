@@ -1,8 +1,13 @@
 // Package record turns per-request results into per-window HDR histograms
 // and counters that merge losslessly across goroutines, agents and runs.
 //
-// CONTRACT (skeleton): Sample is fixed; the implementation adds Recorder,
-// Window, Metric and Counters with the API described in docs/design.md.
+// The load engine hands each finished turn to a Recorder as a Sample; the
+// Recorder adds it to the Window of the coordinator window in force when the
+// turn was sent, and Drain returns the interval's Windows. Windows (one
+// histogram per Metric, per-turn stats, Counters) merge associatively, so
+// agents' intervals combine into run totals in any order.
+//
+// Sample is a fixed contract (docs/design.md).
 package record
 
 import (

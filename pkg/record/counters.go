@@ -1,0 +1,99 @@
+package record
+
+import (
+	"maps"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+)
+
+// ClassUnknown is the FailedByClass key of a failed Result whose Class is
+// empty (a client bug): such failures are counted, never dropped.
+const ClassUnknown client.Class = "unknown"
+
+// Counters are the non-histogram totals of a Window. They are plain values:
+// not safe for concurrent mutation (a Recorder hands them to Update under its
+// lock).
+type Counters struct {
+	// Requests counts successful requests; Failed failed ones, also split
+	// by class in FailedByClass (nil until the first failure).
+	Requests      int64
+	Failed        int64
+	FailedByClass map[client.Class]int64
+	// InputTokens, OutputTokens and CachedTokens sum the usage of
+	// successful requests (failed requests add no tokens);
+	// RequestsWithCache counts successful requests with any cached token.
+	InputTokens       int64
+	OutputTokens      int64
+	CachedTokens      int64
+	RequestsWithCache int64
+	// UsageMissing counts successful requests whose server sent no usage
+	// (their OutputTokens count content chunks).
+	UsageMissing int64
+	// ConversationsStarted and ConversationsCompleted are set by the load
+	// engine through Recorder.Update.
+	ConversationsStarted   int64
+	ConversationsCompleted int64
+	// Restarted counts samples (ok or failed) marked Sample.Restarted.
+	Restarted int64
+	// Fallbacks, LateSends and Dropped are set by the load engine through
+	// Recorder.Update: late sends are sends behind schedule, Dropped are
+	// scheduled sends never made because no worker was free.
+	Fallbacks int64
+	LateSends int64
+	Dropped   int64
+}
+
+// Add adds every counter of o to c.
+func (c *Counters) Add(o *Counters) {
+	c.Requests += o.Requests
+	c.Failed += o.Failed
+	for k, v := range o.FailedByClass {
+		if c.FailedByClass == nil {
+			c.FailedByClass = make(map[client.Class]int64, len(o.FailedByClass))
+		}
+		c.FailedByClass[k] += v
+	}
+	c.InputTokens += o.InputTokens
+	c.OutputTokens += o.OutputTokens
+	c.CachedTokens += o.CachedTokens
+	c.RequestsWithCache += o.RequestsWithCache
+	c.UsageMissing += o.UsageMissing
+	c.ConversationsStarted += o.ConversationsStarted
+	c.ConversationsCompleted += o.ConversationsCompleted
+	c.Restarted += o.Restarted
+	c.Fallbacks += o.Fallbacks
+	c.LateSends += o.LateSends
+	c.Dropped += o.Dropped
+}
+
+// Clone returns a copy of c that shares no map with it.
+func (c Counters) Clone() Counters {
+	c.FailedByClass = maps.Clone(c.FailedByClass)
+	return c
+}
+
+// Equal reports whether c and o hold the same counts (a nil FailedByClass
+// equals an empty one; zero entries are ignored).
+func (c *Counters) Equal(o *Counters) bool {
+	if c.scalars() != o.scalars() {
+		return false
+	}
+	for k, v := range c.FailedByClass {
+		if o.FailedByClass[k] != v {
+			return false
+		}
+	}
+	for k, v := range o.FailedByClass {
+		if c.FailedByClass[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// scalars returns every counter but FailedByClass.
+func (c *Counters) scalars() [13]int64 {
+	return [...]int64{c.Requests, c.Failed, c.InputTokens, c.OutputTokens, c.CachedTokens,
+		c.RequestsWithCache, c.UsageMissing, c.ConversationsStarted, c.ConversationsCompleted,
+		c.Restarted, c.Fallbacks, c.LateSends, c.Dropped}
+}

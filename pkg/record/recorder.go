@@ -1,0 +1,95 @@
+package record
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+)
+
+// Recorder collects samples into per-window data and hands it out in
+// intervals. It is safe for concurrent use by any number of goroutines:
+// Record, Update and Drain may all run at once, and every sample and update
+// lands in exactly one Drain.
+//
+// One mutex guards the current set of windows. A Record holds it for one
+// Window.Add, a request's whole ITL slice included, which costs a few
+// nanoseconds per value; Drain swaps the set for an empty one under the lock
+// and does the rest outside it.
+type Recorder struct {
+	cfg hdr.Config
+
+	mu      sync.Mutex
+	windows map[uint32]*Window // guarded by mu; swapped out by Drain
+}
+
+// NewRecorder returns an empty Recorder whose windows use cfg. It panics if
+// cfg is invalid (see hdr.Config.Validate); hdr.Default is valid.
+func NewRecorder(cfg hdr.Config) *Recorder {
+	if err := cfg.Validate(); err != nil {
+		panic("record: " + err.Error())
+	}
+	return &Recorder{cfg: cfg, windows: make(map[uint32]*Window)}
+}
+
+// Config returns the histogram configuration of the Recorder's windows.
+func (r *Recorder) Config() hdr.Config { return r.cfg }
+
+// Record adds s to the window s.Window (see Window.Add). It keeps no
+// reference to s. Safe for concurrent use.
+func (r *Recorder) Record(s *Sample) {
+	if s == nil || s.Result == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.window(s.Window).Add(s)
+}
+
+// Update calls fn with the counters of window under the Recorder's lock, for
+// counts that are not samples: conversations started or completed,
+// fallbacks, late sends, dropped sends. fn must be quick and must not call the
+// Recorder. Safe for concurrent use.
+func (r *Recorder) Update(window uint32, fn func(*Counters)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn(&r.window(window).Counters)
+}
+
+// window returns the current window id, creating it. It is called with r.mu
+// held and may release and retake it: a window allocates every histogram
+// (about 1.4 MB with hdr.Default), which must not stall every other
+// recording goroutine.
+func (r *Recorder) window(id uint32) *Window {
+	if w := r.windows[id]; w != nil {
+		return w
+	}
+	r.mu.Unlock()
+	fresh := NewWindow(id, r.cfg)
+	r.mu.Lock()
+	// A concurrent Record may have created the window, or a Drain swapped
+	// the map, meanwhile: look again in the current map.
+	if w := r.windows[id]; w != nil {
+		return w
+	}
+	r.windows[id] = fresh
+	return fresh
+}
+
+// Drain returns the data recorded since the previous Drain, one Window per
+// window id that received a sample or an Update, sorted by ID, and starts a
+// new interval. The windows belong to the caller. Safe for concurrent use.
+func (r *Recorder) Drain() []*Window {
+	r.mu.Lock()
+	m := r.windows
+	r.windows = make(map[uint32]*Window, len(m))
+	r.mu.Unlock()
+
+	out := make([]*Window, 0, len(m))
+	for _, w := range m {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *Window) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
