@@ -63,6 +63,9 @@ type Result struct {
 	// Worker is the value of the response header that names the serving
 	// worker, when the server sends one.
 	Worker string
+	// ConnReused reports whether the request went out on a pooled
+	// connection; false means Start..TTFB included opening one.
+	ConnReused bool
 
 	// Class is ClassOK on success; Err then is nil.
 	Class Class

@@ -1,0 +1,335 @@
+// Package client sends streaming requests to an OpenAI-compatible server
+// (POST /v1/chat/completions or /v1/completions with stream: true) and
+// measures each one into a Result: TTFB, TTFT, inter-token latencies, E2E,
+// token usage and, on failure, one error Class.
+//
+// Every duration is measured with Go's monotonic clock from Result.Start, the
+// instant just before the request is handed to the HTTP transport. The HTTP
+// transport is tuned for thousands of concurrent streams to one host.
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/openai"
+	"github.com/fleetbench/fleetbench/pkg/sse"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Transport tuning. Go's default keeps only two idle connections per host,
+// which under a load test means a new dial for almost every request; a load
+// generator wants every connection it opened kept.
+const (
+	maxIdleConnsPerHost = 1 << 16
+	idleConnTimeout     = 90 * time.Second
+	tcpKeepAlive        = 30 * time.Second
+	// errorBodyLimit bounds what is read of a non-200 body for the message.
+	errorBodyLimit = 4 << 10
+	// discardLimit bounds what is read past the message so that the
+	// connection can be reused.
+	discardLimit = 64 << 10
+	// drainTimeout bounds the wait for the end of the body after [DONE]. The
+	// chunked terminator normally arrives with [DONE]; reading it lets the
+	// connection be reused, and giving up costs only a new dial.
+	drainTimeout = 50 * time.Millisecond
+	// itlPrealloc caps the ITL slice allocated up front from max_tokens, so
+	// a large max_tokens with short answers does not cost 8 bytes a token
+	// on every one of thousands of streams.
+	itlPrealloc = 512
+)
+
+// Request is one turn to send. The chat endpoint uses Messages (or Prompt as
+// a single user message when Messages is empty); the completions endpoint uses
+// Prompt (or the messages' contents joined by blank lines). MaxTokens, when
+// positive, overrides Config.MaxTokens. Headers are added to the request,
+// after and over Config.Headers, e.g. X-Session-ID for session affinity.
+//
+// Stream only reads a Request, so one may be shared between goroutines as long
+// as nobody mutates it while a Stream call is using it.
+type Request struct {
+	Messages  []openai.Message
+	Prompt    string
+	MaxTokens int
+	Headers   map[string]string
+}
+
+// Client sends streaming requests and measures them. A Client is safe for
+// concurrent use by any number of goroutines; create one per target and share
+// it. Its String form never contains the API key or header values.
+type Client struct {
+	endpoint     string
+	url          string
+	modelsURL    string
+	model        string
+	http2        bool
+	workerHeader string
+	maxLine      int
+	firstToken   time.Duration
+	reqTimeout   time.Duration
+	itlCap       int
+
+	body *bodyTemplate
+	// creds holds every header value, the API key included. It is behind a
+	// pointer so that fmt, printing a Client value, shows an address rather
+	// than its contents.
+	creds     *credentials
+	http      *http.Client
+	transport *http.Transport
+	logger    hclog.Logger
+	states    sync.Pool // *streamState
+}
+
+// credentials are the static request headers and the key to scrub from any
+// server text that ends up in an error.
+type credentials struct {
+	header http.Header
+	key    string
+}
+
+// New validates cfg, reads the API key from the environment variable named by
+// cfg.APIKeyEnv (once), builds the tuned transport and returns the Client. A
+// nil logger discards logs.
+func New(cfg Config, logger hclog.Logger) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	creds := &credentials{header: make(http.Header, len(cfg.Headers)+1)}
+	if cfg.APIKeyEnv != "" {
+		key, ok := os.LookupEnv(cfg.APIKeyEnv)
+		if !ok || key == "" {
+			return nil, fmt.Errorf("read api key: environment variable %s is not set", cfg.APIKeyEnv)
+		}
+		creds.key = key
+		creds.header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range cfg.Headers {
+		creds.header.Set(k, v)
+	}
+	body, err := newBodyTemplate(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build request template: %w", err)
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	if !strings.HasSuffix(base, "/v1") {
+		base += "/v1"
+	}
+	path := "/chat/completions"
+	if cfg.Endpoint == EndpointCompletions {
+		path = "/completions"
+	}
+	if _, err := url.Parse(base + path); err != nil {
+		return nil, fmt.Errorf("build url: %w", err)
+	}
+	tr := newTransport(cfg)
+	c := &Client{
+		endpoint:     cfg.Endpoint,
+		url:          base + path,
+		modelsURL:    base + "/models",
+		model:        cfg.Model,
+		http2:        cfg.HTTP2,
+		workerHeader: cfg.WorkerHeader,
+		maxLine:      cfg.MaxLineBytes,
+		firstToken:   cfg.FirstTokenTimeout,
+		reqTimeout:   cfg.RequestTimeout,
+		itlCap:       min(cfg.MaxTokens, itlPrealloc),
+		body:         body,
+		creds:        creds,
+		transport:    tr,
+		http: &http.Client{
+			Transport: tr,
+			// A redirect is a misconfigured target, and following it would
+			// turn the POST into a GET: report the 3xx instead.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		logger: logger.Named("client"),
+	}
+	c.states.New = func() any { return &streamState{rd: sse.NewReader(nil, c.maxLine)} }
+	c.logger.Debug("client ready", "url", c.url, "model", c.model, "http2", c.http2,
+		"api_key_set", creds.key != "", "headers", len(cfg.Headers))
+	return c, nil
+}
+
+// newTransport builds a transport for many concurrent streams to one host:
+// every idle connection is kept, the number of connections is not capped,
+// responses are not compressed (compression would buffer the stream), and
+// the protocol is HTTP/1.1 unless cfg.HTTP2 asks for HTTP/2 (h2c for
+// http:// URLs).
+func newTransport(cfg Config) *http.Transport {
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: tcpKeepAlive}
+	var protocols http.Protocols
+	if cfg.HTTP2 {
+		protocols.SetHTTP2(true)
+		protocols.SetUnencryptedHTTP2(true)
+	} else {
+		protocols.SetHTTP1(true)
+	}
+	return &http.Transport{
+		// No proxy: a proxy between the load generator and the server
+		// would be measured as server latency.
+		Proxy:               nil,
+		DialContext:         dialer.DialContext,
+		TLSHandshakeTimeout: cfg.ConnectTimeout,
+		MaxIdleConns:        0, // no global limit
+		MaxIdleConnsPerHost: maxIdleConnsPerHost,
+		MaxConnsPerHost:     0, // no limit; the load engine bounds concurrency
+		IdleConnTimeout:     idleConnTimeout,
+		DisableCompression:  true,
+		Protocols:           &protocols,
+	}
+}
+
+// String describes the client without credentials. It is safe to call
+// concurrently.
+func (c *Client) String() string {
+	return fmt.Sprintf("client.Client{url:%q model:%q http2:%t}", c.url, c.model, c.http2)
+}
+
+// GoString is String, so %#v does not expose credentials either.
+func (c *Client) GoString() string { return c.String() }
+
+// Close closes idle connections. In-flight streams are not affected; the
+// Client stays usable. It is safe to call concurrently.
+func (c *Client) Close() { c.transport.CloseIdleConnections() }
+
+// Warm opens up to n connections ahead of a run by sending n concurrent
+// GET /v1/models requests and holding every response until all have arrived,
+// so that each needs its own connection; the connections then go back to the
+// idle pool. Any HTTP response counts as warmed; an error means some
+// connections could not be opened. Under HTTP/2 the requests share
+// connections, so fewer are opened. It is safe to call concurrently with
+// Stream.
+func (c *Client) Warm(ctx context.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	var ready, done sync.WaitGroup
+	ready.Add(n)
+	release := make(chan struct{})
+	errs := make([]error, n)
+	for i := range n {
+		done.Go(func() {
+			resp, err := c.get(ctx, c.modelsURL)
+			ready.Done()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, discardLimit))
+			resp.Body.Close()
+		})
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
+	var failed int
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			first = cmpOr(first, err)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("warm connections: %d of %d failed: %w", failed, n, first)
+	}
+	c.logger.Debug("connections warmed", "count", n)
+	return nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// get sends a GET with the client's headers.
+func (c *Client) get(ctx context.Context, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	for k, v := range c.creds.header {
+		req.Header[k] = v
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("send request: %w", err)
+	}
+	return resp, nil
+}
+
+// newRequest builds the HTTP request for req on ctx.
+func (c *Client) newRequest(ctx context.Context, req *Request) (*http.Request, error) {
+	body, err := c.body.build(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	h := make(http.Header, len(c.creds.header)+len(req.Headers)+2)
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept"] = []string{"text/event-stream"}
+	for k, v := range c.creds.header {
+		h[k] = v // shared read-only; the transport does not modify headers
+	}
+	for k, v := range req.Headers {
+		h.Set(k, v)
+	}
+	hr.Header = h
+	return hr, nil
+}
+
+// redact removes the API key from server-provided text before it becomes
+// part of an error: a server may echo a rejected key back.
+func (c *Client) redact(s string) string {
+	if c.creds.key == "" || !strings.Contains(s, c.creds.key) {
+		return s
+	}
+	return strings.ReplaceAll(s, c.creds.key, "[redacted]")
+}
+
+// classify picks the class of a failure. The caller's context wins (a run
+// that ends cancels its requests), then the client's own timeouts, then a
+// network timeout (dial); otherwise the stage's fallback class applies. The
+// returned error wraps the cause so errors.Is finds it.
+func classify(ctx, rctx context.Context, err error, fallback Class) (Class, error) {
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+		return ClassCancelled, err
+	}
+	if cause := context.Cause(rctx); errors.Is(cause, ErrFirstTokenTimeout) || errors.Is(cause, ErrRequestTimeout) {
+		if !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+		return ClassTimeout, err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ClassTimeout, err
+	}
+	return fallback, err
+}

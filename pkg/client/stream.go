@@ -1,0 +1,426 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/openai"
+	"github.com/fleetbench/fleetbench/pkg/sse"
+)
+
+var doneData = []byte("[DONE]")
+
+// streamState is the reusable per-stream scratch space: the SSE reader with
+// its buffers and the chunk that each event is decoded into. Pooled in the
+// Client so that steady-state streams allocate little.
+type streamState struct {
+	rd    *sse.Reader
+	body  timedBody
+	chunk wireChunk
+	dec   chunkDecoder
+}
+
+// chunkDecoder decodes one JSON value per call. It reuses one json.Decoder,
+// whose scanner and decode state survive between values; json.Unmarshal would
+// allocate them again for every chunk of every stream.
+type chunkDecoder struct {
+	src bytes.Reader
+	dec *json.Decoder
+}
+
+var errTrailingData = errors.New("trailing data after the JSON value")
+
+func (d *chunkDecoder) decode(data []byte, v any) error {
+	if d.dec == nil {
+		d.dec = json.NewDecoder(&d.src)
+	}
+	d.src.Reset(data)
+	err := d.dec.Decode(v)
+	if err == nil && d.dec.More() {
+		err = errTrailingData
+	}
+	if err != nil {
+		d.dec = nil // a Decoder's error is sticky and it may hold leftovers
+	}
+	return err
+}
+
+// timedBody records when the first body byte was read.
+type timedBody struct {
+	r     io.Reader
+	first time.Time
+}
+
+func (t *timedBody) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 && t.first.IsZero() {
+		t.first = time.Now()
+	}
+	return n, err
+}
+
+// wireChunk is what the client needs of a streamed chunk of either endpoint.
+// It is decoded into again and again, so fields that would allocate for every
+// chunk (id, model) are not decoded, and Object reuses its bytes.
+type wireChunk struct {
+	Object  json.RawMessage `json:"object"`
+	Message string          `json:"message"` // older vLLM in-stream error layout
+	Type    string          `json:"type"`
+	Choices []wireChoice    `json:"choices"`
+	Usage   *openai.Usage   `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type wireChoice struct {
+	Delta        wireDelta `json:"delta"`
+	Text         string    `json:"text"`
+	FinishReason string    `json:"finish_reason"` // null leaves it empty
+}
+
+type wireDelta struct {
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"`
+}
+
+// reset clears c for the next decode: encoding/json leaves absent fields and
+// the tails of reused slice elements as they were.
+func (c *wireChunk) reset() {
+	c.Object = c.Object[:0]
+	c.Message, c.Type = "", ""
+	clear(c.Choices[:cap(c.Choices)])
+	c.Choices = c.Choices[:0]
+	c.Usage = nil
+	c.Error = c.Error[:0]
+}
+
+// run is the state of one Stream call.
+type run struct {
+	c       *Client
+	ctx     context.Context // the caller's
+	rctx    context.Context // the request's: caller's plus timeouts
+	cancel  context.CancelCauseFunc
+	res     *Result
+	start   time.Time
+	ftTimer *time.Timer
+
+	text, reasoning strings.Builder
+	chunks          int // content chunks
+	last            time.Time
+	finished        bool
+}
+
+// Stream sends req and reads the streamed response to its end, measuring it.
+// It never returns nil and never panics: every failure is reported in
+// Result.Class and Result.Err, and the Result holds whatever was measured up
+// to the failure. ctx cancels the request (ClassCancelled). Stream is safe
+// for concurrent use; each call owns the Result it returns.
+func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
+	res = &Result{}
+	defer func() {
+		// A bug here must cost one request, not the whole run.
+		if p := recover(); p != nil {
+			c.logger.Error("panic in stream", "panic", fmt.Sprint(p))
+			res.Class, res.Err = ClassStreamError, fmt.Errorf("stream request: panic: %v", p)
+		}
+	}()
+	if req == nil {
+		res.Class, res.Err = ClassStreamError, fmt.Errorf("stream request: %w", ErrNilRequest)
+		return res
+	}
+	r := run{c: c, ctx: ctx, res: res}
+	n := c.itlCap
+	if req.MaxTokens > 0 {
+		n = min(req.MaxTokens, itlPrealloc)
+	}
+	if n > 1 {
+		res.ITL = make([]time.Duration, 0, n-1)
+	}
+	r.do(req)
+	res.Text, res.Reasoning = r.text.String(), r.reasoning.String()
+	if !res.UsageReported {
+		res.OutputTokens = r.chunks
+	}
+	if res.Err != nil && c.logger.IsTrace() {
+		c.logger.Trace("request failed", "class", res.Class, "status", res.Status, "error", res.Err)
+	}
+	return res
+}
+
+// do runs the request; failures land in r.res.
+func (r *run) do(req *Request) {
+	c := r.c
+	rctx, cancel := context.WithCancelCause(r.ctx)
+	defer cancel(nil)
+	r.cancel = cancel
+	if c.reqTimeout > 0 {
+		var stop context.CancelFunc
+		rctx, stop = context.WithTimeoutCause(rctx, c.reqTimeout, ErrRequestTimeout)
+		defer stop()
+	}
+	r.rctx = rctx
+
+	var reused atomic.Bool
+	traced := httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+	})
+	hreq, err := c.newRequest(traced, req)
+	if err != nil {
+		r.res.Class, r.res.Err = ClassStreamError, fmt.Errorf("stream request: %w", err)
+		return
+	}
+
+	// Start is taken just before the request is handed to the transport, as
+	// vLLM's benchmark does. It therefore includes getting a connection: a
+	// pool hit costs microseconds, while a new dial (or a server slow to
+	// accept) is part of what a user would wait for. The alternative, the
+	// httptrace WroteHeaders hook, runs on the transport's writer goroutine
+	// and would exclude time the server causes. Warm pre-opens connections
+	// so runs do not measure dials.
+	r.start = time.Now()
+	r.res.Start = r.start
+	if c.firstToken > 0 {
+		r.ftTimer = time.AfterFunc(c.firstToken, func() { cancel(ErrFirstTokenTimeout) })
+		defer r.ftTimer.Stop()
+	}
+	resp, err := c.http.Do(hreq)
+	headersAt := time.Now()
+	if err != nil {
+		r.fail(headersAt, err, ClassConnect, "send request")
+		return
+	}
+	defer resp.Body.Close()
+	r.res.Status = resp.StatusCode
+	r.res.Worker = resp.Header.Get(c.workerHeader)
+	r.res.ConnReused = reused.Load()
+
+	st := c.states.Get().(*streamState)
+	defer func() {
+		st.body = timedBody{}
+		st.rd.Reset(nil)
+		c.states.Put(st)
+	}()
+	st.body = timedBody{r: resp.Body}
+	defer func() {
+		if !st.body.first.IsZero() {
+			r.res.TTFB = st.body.first.Sub(r.start)
+		} else {
+			r.res.TTFB = headersAt.Sub(r.start)
+		}
+	}()
+
+	if resp.StatusCode != http.StatusOK {
+		r.httpError(&st.body, resp)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		msg := r.readMessage(&st.body, resp.Body)
+		r.fail(time.Now(), fmt.Errorf("%w: %s", ErrNotStreamed, msg), ClassStreamError, "read stream")
+		return
+	}
+	st.rd.Reset(&st.body)
+	r.read(st)
+}
+
+// fail records a failure at instant at.
+func (r *run) fail(at time.Time, err error, fallback Class, op string) {
+	class, err := classify(r.ctx, r.rctx, err, fallback)
+	r.res.E2E = at.Sub(r.start)
+	r.res.Class, r.res.Err = class, fmt.Errorf("%s: %w", op, err)
+}
+
+// succeed records a clean end of the stream at instant at.
+func (r *run) succeed(at time.Time) {
+	r.res.E2E = at.Sub(r.start)
+	r.res.Class, r.res.Err = ClassOK, nil
+}
+
+// httpError records a non-200 response with a bounded part of its body.
+func (r *run) httpError(body io.Reader, resp *http.Response) {
+	msg := r.readMessage(body, resp.Body)
+	at := time.Now()
+	class := ClassHTTP4xx
+	if resp.StatusCode >= 500 {
+		class = ClassHTTP5xx
+	}
+	err := &HTTPError{StatusCode: resp.StatusCode, Message: msg}
+	r.res.E2E = at.Sub(r.start)
+	r.res.Class, r.res.Err = class, fmt.Errorf("send request: %w", err)
+	if r.ctx.Err() != nil {
+		r.res.Class = ClassCancelled
+	}
+}
+
+// readMessage reads a bounded prefix of an error body into a clean message,
+// then discards a bounded remainder so the connection may be reused.
+func (r *run) readMessage(body io.Reader, raw io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, errorBodyLimit))
+	_, _ = io.CopyN(io.Discard, raw, discardLimit)
+	return r.c.redact(errorMessage(b))
+}
+
+// read consumes the event stream.
+func (r *run) read(st *streamState) {
+	for {
+		ev, err := st.rd.Next()
+		now := time.Now()
+		if err != nil {
+			r.end(st, ev, err, now)
+			return
+		}
+		done, err := r.event(st, ev, now)
+		if err != nil {
+			r.fail(now, err, ClassStreamError, "read stream")
+			return
+		}
+		if done {
+			r.succeed(now)
+			r.drain(st)
+			return
+		}
+	}
+}
+
+// end handles the error that ended the event stream.
+func (r *run) end(st *streamState, ev sse.Event, err error, now time.Time) {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		if errors.Is(err, io.ErrUnexpectedEOF) && r.ctx.Err() == nil && r.rctx.Err() == nil {
+			// The body ended inside an event. Be lenient with servers that
+			// omit the final blank line: use the event if it is whole.
+			if done, perr := r.event(st, ev, now); perr == nil && done {
+				r.succeed(now)
+				return
+			}
+		}
+		if r.finished {
+			r.succeed(now)
+			return
+		}
+		r.fail(now, ErrTruncated, ClassTruncated, "read stream")
+	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
+		r.fail(now, err, ClassStreamError, "read stream")
+	default:
+		// A read error: reset, cancel or timeout.
+		class, _ := classify(r.ctx, r.rctx, err, ClassTruncated)
+		if class == ClassTruncated && r.finished {
+			r.succeed(now)
+			return
+		}
+		if class == ClassTruncated {
+			err = fmt.Errorf("%w: %w", ErrTruncated, err)
+		}
+		r.fail(now, err, ClassTruncated, "read stream")
+	}
+}
+
+// event handles one event; done reports [DONE].
+func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, err error) {
+	switch ev.Type {
+	case "", "message":
+	case "error":
+		return false, &StreamError{Message: r.c.redact(clean(string(ev.Data)))}
+	default:
+		return false, nil // other event types carry nothing we measure
+	}
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return false, nil
+	}
+	if bytes.Equal(data, doneData) {
+		return true, nil
+	}
+	ch := &st.chunk
+	ch.reset()
+	if err := st.dec.decode(data, ch); err != nil {
+		return false, fmt.Errorf("decode chunk %q: %w", r.c.redact(clean(string(data[:min(len(data), 64)]))), err)
+	}
+	if serr := r.streamError(ch); serr != nil {
+		return false, serr
+	}
+	content := false
+	for i := range ch.Choices {
+		cc := &ch.Choices[i]
+		text := cc.Delta.Content
+		if text == "" {
+			text = cc.Text
+		}
+		reasoning := cc.Delta.ReasoningContent
+		if reasoning == "" {
+			reasoning = cc.Delta.Reasoning
+		}
+		if text != "" || reasoning != "" {
+			content = true
+			r.text.WriteString(text)
+			r.reasoning.WriteString(reasoning)
+		}
+		if cc.FinishReason != "" {
+			r.res.FinishReason = cc.FinishReason
+			r.finished = true
+		}
+	}
+	if u := ch.Usage; u != nil {
+		r.res.UsageReported = true
+		r.res.PromptTokens = u.PromptTokens
+		r.res.OutputTokens = u.CompletionTokens
+		r.res.CachedTokens = 0
+		if u.PromptTokensDetails != nil {
+			r.res.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
+	}
+	if content {
+		if r.chunks == 0 {
+			r.res.TTFT = now.Sub(r.start)
+			if r.ftTimer != nil {
+				r.ftTimer.Stop()
+			}
+		} else {
+			r.res.ITL = append(r.res.ITL, now.Sub(r.last))
+		}
+		r.last = now
+		r.chunks++
+	}
+	return false, nil
+}
+
+// streamError returns the server's error when the chunk is one.
+func (r *run) streamError(ch *wireChunk) error {
+	if e := bytes.TrimSpace(ch.Error); len(e) > 0 && !bytes.Equal(e, []byte("null")) {
+		var d openai.ErrorDetail
+		if json.Unmarshal(e, &d) == nil {
+			return &StreamError{Type: r.c.redact(clean(d.Type)), Message: r.c.redact(clean(d.Message))}
+		}
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			return &StreamError{Message: r.c.redact(clean(s))}
+		}
+		return &StreamError{Message: r.c.redact(clean(string(e)))}
+	}
+	if bytes.Equal(ch.Object, []byte(`"error"`)) {
+		return &StreamError{Type: r.c.redact(clean(ch.Type)), Message: r.c.redact(clean(ch.Message))}
+	}
+	return nil
+}
+
+// drain reads what follows [DONE] (normally just the end of the chunked body)
+// for at most drainTimeout, so that an HTTP/1.1 connection goes back to the
+// pool instead of being closed.
+func (r *run) drain(st *streamState) {
+	t := time.AfterFunc(drainTimeout, func() { r.cancel(errDrained) })
+	defer t.Stop()
+	for {
+		if _, err := st.rd.Next(); err != nil {
+			return
+		}
+	}
+}
