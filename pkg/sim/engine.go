@@ -1,0 +1,431 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/openai"
+)
+
+// Reasons a sequence fails inside a worker.
+var (
+	errWorkerRestart = errors.New("worker restarted while the request was running")
+	errNoKVRoom      = errors.New("request needs more KV cache blocks than the worker has")
+	errShutdown      = errors.New("simulator shutting down")
+)
+
+// seq is one request inside a worker. The handler goroutine builds it and
+// hands it to the worker; afterwards the engine goroutine owns the fields
+// above the published section, and the two talk only through the atomics,
+// the notify channel and fields written before an atomic store that the
+// reader loads first.
+type seq struct {
+	prompt  []uint32
+	hashes  []uint64 // chained hashes of full blocks; the engine extends it
+	out     *completion
+	arrival time.Time
+	notify  chan struct{} // capacity 1; poked after each published change
+
+	// Engine-owned.
+	computed   int // tokens whose KV is computed
+	held       int // blocks held: hashedHeld cached + the rest private
+	hashedHeld int
+	generated  int
+	queried    bool // prefix cache lookup counted
+
+	// Published: cached and firstAt are written before progress reaches 1;
+	// err is written before done.
+	cached   int
+	firstAt  time.Time
+	err      error
+	progress atomic.Int32
+	done     atomic.Bool
+	aborted  atomic.Bool // set by the handler when its client went away
+}
+
+func (s *seq) known() int { return len(s.prompt) + s.generated }
+
+// tokenAt returns token i of prompt + reply.
+func (s *seq) tokenAt(i int) uint32 {
+	if i < len(s.prompt) {
+		return s.prompt[i]
+	}
+	return s.out.ids[i-len(s.prompt)]
+}
+
+func (s *seq) poke() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+type ctrlMsg struct {
+	restart bool
+	ack     chan struct{}
+}
+
+// worker is one replica: one engine goroutine (run) owns the queues and the
+// block pool and advances every sequence once per step, so the number of
+// goroutines does not grow with tokens or sequences.
+type worker struct {
+	idx     int
+	name    string
+	cfg     EngineConfig
+	scale   float64
+	m       *workerMetrics
+	publish func(w int, ev []blockEvent, at time.Time)
+
+	submit  chan *seq
+	ctrl    chan ctrlMsg
+	aborts  atomic.Int32
+	waiting []*seq
+	running []*seq
+	pool    *blockPool
+	plan    []planned
+	scratch []uint32
+	lastEv  int64
+}
+
+type planned struct {
+	s *seq
+	n int
+}
+
+func newWorker(idx int, cfg EngineConfig, scale float64, m *workerMetrics, publish func(int, []blockEvent, time.Time)) *worker {
+	return &worker{
+		idx:     idx,
+		name:    workerName(idx),
+		cfg:     cfg,
+		scale:   scale,
+		m:       m,
+		publish: publish,
+		submit:  make(chan *seq, 4096),
+		ctrl:    make(chan ctrlMsg),
+		pool:    newBlockPool(cfg.NumBlocks),
+	}
+}
+
+// abort asks the engine to drop s at its next step.
+func (w *worker) abort(s *seq) {
+	if s.aborted.CompareAndSwap(false, true) {
+		w.aborts.Add(1)
+	}
+}
+
+// run is the engine loop. It returns when ctx is done, failing what it holds.
+func (w *worker) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var prevEnd time.Time
+	for {
+		w.drainSubmit()
+		if len(w.running) == 0 && len(w.waiting) == 0 {
+			w.gauges()
+			select {
+			case <-ctx.Done():
+				w.failAll(errShutdown)
+				return
+			case s := <-w.submit:
+				w.waiting = append(w.waiting, s)
+			case c := <-w.ctrl:
+				w.control(c)
+			}
+			continue
+		}
+		select {
+		case c := <-w.ctrl:
+			w.control(c)
+			continue
+		default:
+		}
+		w.schedule()
+		w.flushEvents(time.Now())
+		if len(w.plan) == 0 {
+			continue
+		}
+		dur := w.stepTime()
+		now := time.Now()
+		// Steps are laid end to end from the intended end of the previous
+		// one, so timer overshoot does not accumulate; after a stall
+		// (idle, or a long overshoot) the schedule restarts from now.
+		end := now.Add(dur)
+		if lag := now.Sub(prevEnd); lag >= 0 && lag < dur {
+			end = prevEnd.Add(dur)
+		}
+		w.gauges()
+		timer.Reset(end.Sub(now))
+		select {
+		case <-ctx.Done():
+			w.failAll(errShutdown)
+			return
+		case <-timer.C:
+		}
+		prevEnd = end
+		w.apply(end)
+		w.flushEvents(end)
+	}
+}
+
+func (w *worker) drainSubmit() {
+	for {
+		select {
+		case s := <-w.submit:
+			w.waiting = append(w.waiting, s)
+		default:
+			return
+		}
+	}
+}
+
+func (w *worker) control(c ctrlMsg) {
+	if c.restart {
+		w.drainSubmit()
+		w.failAll(errWorkerRestart)
+		w.pool.flush()
+		w.gauges()
+	}
+	close(c.ack)
+}
+
+func (w *worker) gauges() {
+	w.m.running.Set(float64(len(w.running)))
+	w.m.waiting.Set(float64(len(w.waiting)))
+	w.m.kvUsage.Set(w.pool.usage())
+	if d := w.pool.evictions - w.lastEv; d > 0 {
+		w.m.evictions.Add(float64(d))
+		w.lastEv = w.pool.evictions
+	}
+}
+
+func (w *worker) flushEvents(at time.Time) {
+	if ev := w.pool.drainEvents(); ev != nil {
+		w.publish(w.idx, ev, at)
+	}
+}
+
+// stepTime is the wall duration of the planned step: base + prefill tokens
+// + decoding sequences + their attention over context, divided by scale.
+func (w *worker) stepTime() time.Duration {
+	var prefill, decode, ctxTokens int
+	for _, p := range w.plan {
+		if p.s.generated == 0 || p.n > 1 {
+			prefill += p.n
+		} else {
+			decode++
+			ctxTokens += p.s.computed
+		}
+	}
+	c := w.cfg
+	d := c.StepBase + time.Duration(prefill)*c.PrefillPerToken + time.Duration(decode)*c.DecodePerSeq +
+		time.Duration(int64(ctxTokens)*int64(c.AttentionPer1K)/1000)
+	return time.Duration(float64(d) / w.scale)
+}
+
+// ensure gives s the blocks for n more computed tokens.
+func (w *worker) ensure(s *seq, n int) bool {
+	bs := w.cfg.BlockSize
+	need := (s.computed + n + bs - 1) / bs
+	if extra := need - s.held; extra > 0 {
+		if !w.pool.reserve(extra) {
+			return false
+		}
+		s.held += extra
+	}
+	return true
+}
+
+// releaseBlocks returns all of s's blocks, newest first, so its tail is
+// evicted before the prefix it shares with others.
+func (w *worker) releaseBlocks(s *seq) {
+	w.pool.releasePrivate(s.held - s.hashedHeld)
+	for i := s.hashedHeld - 1; i >= 0; i-- {
+		w.pool.release(s.hashes[i])
+	}
+	s.held, s.hashedHeld, s.computed = 0, 0, 0
+}
+
+// schedule plans one step like vLLM V1: running sequences first (one token
+// each when decoding, a chunk of their remaining prompt when prefilling),
+// preempting the newest running sequence (recompute) when blocks run out;
+// then, if nothing was preempted, waiting sequences in FCFS order while
+// the batch, the token budget and memory allow. The head of the queue that
+// does not fit blocks those behind it.
+func (w *worker) schedule() {
+	w.dropAborted()
+	w.plan = w.plan[:0]
+	budget := w.cfg.MaxNumTokens
+	preempted := false
+	for i := 0; i < len(w.running) && budget > 0; {
+		s := w.running[i]
+		n := min(s.known()-s.computed, budget)
+		if !w.ensure(s, n) {
+			last := len(w.running) - 1
+			victim := w.running[last]
+			w.running = w.running[:last]
+			w.releaseBlocks(victim)
+			w.waiting = append([]*seq{victim}, w.waiting...)
+			w.m.preemptions.Inc()
+			preempted = true
+			if victim == s {
+				break
+			}
+			continue
+		}
+		w.plan = append(w.plan, planned{s, n})
+		budget -= n
+		i++
+	}
+	if preempted {
+		return
+	}
+	bs := w.cfg.BlockSize
+	for len(w.waiting) > 0 && len(w.running) < w.cfg.MaxBatch && budget > 0 {
+		s := w.waiting[0]
+		// At least one token must be computed to sample the next one, as
+		// in vLLM: a fully cached prompt recomputes its last block.
+		hits := w.pool.match(s.hashes, (s.known()-1)/bs)
+		for _, h := range s.hashes[:hits] {
+			w.pool.acquire(h)
+		}
+		s.held, s.hashedHeld, s.computed = hits, hits, hits*bs
+		n := min(s.known()-s.computed, budget)
+		if !w.ensure(s, n) {
+			w.releaseBlocks(s)
+			if len(w.running) == 0 && len(w.plan) == 0 && w.pool.lruLen == 0 {
+				w.waiting = w.waiting[1:]
+				w.fail(s, errNoKVRoom)
+				continue
+			}
+			break
+		}
+		if !s.queried {
+			s.queried = true
+			s.cached = hits * bs
+			w.m.prefixQueries.Add(float64(len(s.prompt)))
+			w.m.prefixHits.Add(float64(s.cached))
+		}
+		w.waiting = w.waiting[1:]
+		w.running = append(w.running, s)
+		w.plan = append(w.plan, planned{s, n})
+		budget -= n
+	}
+}
+
+// dropAborted removes sequences whose clients went away.
+func (w *worker) dropAborted() {
+	if w.aborts.Swap(0) == 0 {
+		return
+	}
+	keep := w.running[:0]
+	for _, s := range w.running {
+		if s.aborted.Load() {
+			w.releaseBlocks(s)
+			w.finish(s, nil, false)
+			continue
+		}
+		keep = append(keep, s)
+	}
+	clear(w.running[len(keep):])
+	w.running = keep
+	wkeep := w.waiting[:0]
+	for _, s := range w.waiting {
+		if s.aborted.Load() {
+			w.finish(s, nil, false)
+			continue
+		}
+		wkeep = append(wkeep, s)
+	}
+	clear(w.waiting[len(wkeep):])
+	w.waiting = wkeep
+}
+
+// apply makes the planned step happen at time now.
+func (w *worker) apply(now time.Time) {
+	bs := w.cfg.BlockSize
+	finished := 0
+	generated := 0
+	for _, p := range w.plan {
+		s := p.s
+		s.computed += p.n
+		for full := s.computed / bs; s.hashedHeld < full; s.hashedHeld++ {
+			i := s.hashedHeld
+			if i >= len(s.hashes) {
+				parent := rootHash
+				if i > 0 {
+					parent = s.hashes[i-1]
+				}
+				w.scratch = w.scratch[:0]
+				for t := i * bs; t < (i+1)*bs; t++ {
+					w.scratch = append(w.scratch, s.tokenAt(t))
+				}
+				s.hashes = append(s.hashes, hashBlock(parent, w.scratch))
+			}
+			w.pool.commit(s.hashes[i])
+		}
+		if s.computed < s.known() {
+			continue // a chunk of a longer prefill
+		}
+		if s.generated == 0 {
+			s.firstAt = now
+			w.m.ttft.Observe(now.Sub(s.arrival).Seconds())
+			w.m.promptTokens.Add(float64(len(s.prompt)))
+		}
+		s.generated++
+		generated++
+		s.progress.Store(int32(s.generated))
+		if s.generated >= len(s.out.ids) {
+			w.releaseBlocks(s)
+			w.finish(s, nil, true)
+			finished++
+			continue
+		}
+		s.poke()
+	}
+	w.m.genTokens.Add(float64(generated))
+	if finished > 0 {
+		keep := w.running[:0]
+		for _, s := range w.running {
+			if !s.done.Load() {
+				keep = append(keep, s)
+			}
+		}
+		clear(w.running[len(keep):])
+		w.running = keep
+	}
+}
+
+// finish publishes the end of s. ok means it produced all its tokens.
+func (w *worker) finish(s *seq, err error, ok bool) {
+	switch {
+	case ok && s.out.finish == openai.FinishLength:
+		w.m.length.Inc()
+	case ok:
+		w.m.stop.Inc()
+	default:
+		w.m.abort.Inc()
+	}
+	s.err = err
+	s.done.Store(true)
+	s.poke()
+}
+
+func (w *worker) fail(s *seq, err error) {
+	w.releaseBlocks(s)
+	w.finish(s, err, false)
+}
+
+func (w *worker) failAll(err error) {
+	w.drainSubmit()
+	for _, s := range w.running {
+		w.fail(s, err)
+	}
+	for _, s := range w.waiting {
+		w.fail(s, err)
+	}
+	clear(w.running)
+	clear(w.waiting)
+	w.running, w.waiting = w.running[:0], w.waiting[:0]
+}
