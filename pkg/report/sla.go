@@ -1,0 +1,222 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Breakpoint is one mode's SLA verdict over the levels it was measured at.
+type Breakpoint struct {
+	Mode string
+	// Measured is false when the mode has no data at all.
+	Measured bool
+	// Level is the highest level before the first failure: TTFT p95 at or
+	// under the threshold there and at every lower measured level. 0 means
+	// None: the mode fails at its lowest level (or was not measured).
+	Level int
+	// Lowest and Highest are the lowest and highest measured levels.
+	Lowest, Highest int
+	// FirstFailure is the lowest level whose TTFT p95 exceeds the
+	// threshold, 0 when the mode stays under it at every level.
+	FirstFailure int
+	// PassesAgain lists levels above FirstFailure that pass again (noise or
+	// a non-monotonic system); they do not count towards Level.
+	PassesAgain []int
+}
+
+// None reports whether the mode was measured and fails even at its lowest
+// level.
+func (b Breakpoint) None() bool { return b.Measured && b.Level == 0 }
+
+// Crossed reports whether the mode exceeds the threshold at some level.
+func (b Breakpoint) Crossed() bool { return b.FirstFailure > 0 }
+
+// String is the SLA table's cell: the level, or "None".
+func (b Breakpoint) String() string {
+	switch {
+	case !b.Measured:
+		return "not measured"
+	case b.Level == 0:
+		return "None"
+	}
+	return fmt.Sprint(b.Level)
+}
+
+// FindBreakpoint returns mode's breakpoint for TTFT p95 values p95[i] at
+// levels[i] (levels ascending) against threshold sla.
+func FindBreakpoint(mode string, levels []int, p95 []time.Duration, sla time.Duration) Breakpoint {
+	b := Breakpoint{Mode: mode, Measured: len(levels) > 0}
+	if !b.Measured {
+		return b
+	}
+	b.Lowest, b.Highest = levels[0], levels[len(levels)-1]
+	for i, l := range levels {
+		pass := p95[i] <= sla
+		switch {
+		case b.FirstFailure == 0 && pass:
+			b.Level = l
+		case b.FirstFailure == 0:
+			b.FirstFailure = l
+		case pass:
+			b.PassesAgain = append(b.PassesAgain, l)
+		}
+	}
+	return b
+}
+
+// Verdict is the SLA comparison at one threshold.
+type Verdict struct {
+	// SLA is the TTFT p95 threshold.
+	SLA time.Duration
+	// Breakpoints has one entry per mode with data, in report order.
+	Breakpoints []Breakpoint
+	// Baseline and Candidate are the breakpoints of the compared modes.
+	Baseline, Candidate Breakpoint
+	// Gain is (candidate − baseline) / baseline breakpoint: 0.6 means 60%
+	// more sessions. NaN when undefined (a side is None or unmeasured).
+	Gain float64
+	// LowerBound reports that the candidate never crossed the threshold,
+	// so Gain is a lower bound.
+	LowerBound bool
+	// Headline is the sentence the report leads with.
+	Headline string
+}
+
+// Outcome is the SLA result of a sweep: the verdict at the SLA and, when
+// the fallback rule applies, at the fallback threshold.
+type Outcome struct {
+	Primary Verdict
+	// Fallback is nil unless the baseline exceeds the SLA at its lowest
+	// level or no mode crosses the SLA within the range; FallbackReason
+	// then says which.
+	Fallback       *Verdict
+	FallbackReason string
+}
+
+// Evaluate returns s's SLA outcome, computed from the TTFT p95 across runs
+// (merged histograms, or the mean of rows for TSV input).
+func Evaluate(s *Sweep) (*Outcome, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return analyze(s).outcome(), nil
+}
+
+func (a *analysis) outcome() *Outcome {
+	return &Outcome{Primary: a.primary, Fallback: a.fallback, FallbackReason: a.fallbackWhy}
+}
+
+// evaluate computes the verdict at sla from each cell's p95 (seconds).
+func (a *analysis) evaluate(sla time.Duration, p95 func(*cell) float64) slaEval {
+	v := Verdict{SLA: sla, Gain: math.NaN()}
+	for _, m := range a.modes {
+		var levels []int
+		var vs []time.Duration
+		for _, l := range a.levels {
+			if c := a.cell(m, l); c != nil {
+				levels = append(levels, l)
+				vs = append(vs, time.Duration(math.Round(p95(c)*1e9)))
+			}
+		}
+		b := FindBreakpoint(m, levels, vs, sla)
+		v.Breakpoints = append(v.Breakpoints, b)
+		switch m {
+		case a.s.Baseline:
+			v.Baseline = b
+		case a.s.Candidate:
+			v.Candidate = b
+		}
+	}
+	v.Baseline.Mode, v.Candidate.Mode = a.s.Baseline, a.s.Candidate
+	v.Headline = v.headline(candidateLabel(a.s.Candidate))
+	return v
+}
+
+// slaEval is the internal name of a Verdict.
+type slaEval = Verdict
+
+// candidateLabel names the candidate mode in sentences.
+func candidateLabel(mode string) string {
+	if mode == DefaultCandidate {
+		return "KV-aware routing"
+	}
+	return "Mode " + mode
+}
+
+// headline fills Gain and LowerBound and returns the sentence.
+func (v *Verdict) headline(cand string) string {
+	b, c := v.Baseline, v.Candidate
+	at := fmt.Sprintf("TTFT p95 ≤ %s", fmtDur(v.SLA))
+	switch {
+	case !b.Measured || !c.Measured:
+		var missing []string
+		if !c.Measured {
+			missing = append(missing, c.Mode)
+		}
+		if !b.Measured {
+			missing = append(missing, b.Mode)
+		}
+		return fmt.Sprintf("No comparison at %s: the sweep has no data for %s.", at, strings.Join(missing, " and "))
+	case b.None() && c.None():
+		return fmt.Sprintf("Neither %s nor %s meets the SLA (%s) at any level; the lowest level measured is %d.",
+			c.Mode, b.Mode, at, min(b.Lowest, c.Lowest))
+	case b.None():
+		return fmt.Sprintf("%s meets the SLA (%s) at no level; %s supports %d sessions.", b.Mode, at, cand, c.Level)
+	case c.None():
+		return fmt.Sprintf("%s meets the SLA (%s) at no level; %s supports %d sessions.", c.Mode, at, b.Mode, b.Level)
+	}
+	v.Gain = float64(c.Level-b.Level) / float64(b.Level)
+	v.LowerBound = !c.Crossed() && v.Gain > 0
+	pct := math.Round(100 * v.Gain)
+	var s string
+	switch {
+	case pct > 0 && v.LowerBound:
+		s = fmt.Sprintf("%s supports at least %.0f%% more concurrent sessions at the same SLA (%s): %s stays under it at every level up to %d, %s up to %d.",
+			cand, pct, at, c.Mode, c.Level, b.Mode, b.Level)
+	case pct > 0:
+		s = fmt.Sprintf("%s supports %.0f%% more concurrent sessions at the same SLA (%s): %d sessions for %s against %d for %s.",
+			cand, pct, at, c.Level, c.Mode, b.Level, b.Mode)
+	case pct < 0:
+		s = fmt.Sprintf("%s supports %.0f%% fewer concurrent sessions at the same SLA (%s): %d sessions for %s against %d for %s.",
+			cand, -pct, at, c.Level, c.Mode, b.Level, b.Mode)
+	default:
+		s = fmt.Sprintf("%s supports 0%% more concurrent sessions at the same SLA (%s): both %s and %s stay under it up to %d sessions.",
+			cand, at, c.Mode, b.Mode, c.Level)
+	}
+	if !b.Crossed() && !c.Crossed() {
+		s += fmt.Sprintf(" Neither mode crosses the SLA within the range (up to %d), so the sweep does not find either limit.", max(b.Highest, c.Highest))
+	}
+	return s
+}
+
+// fallbackReason returns why the fallback threshold applies, or "".
+func (a *analysis) fallbackReason() string {
+	b := a.primary.Baseline
+	if b.None() {
+		return fmt.Sprintf("%s already exceeds %s at the lowest level (%d)", b.Mode, fmtDur(a.s.SLA), b.Lowest)
+	}
+	crossed, any := false, false
+	highest := 0
+	for _, bp := range a.primary.Breakpoints {
+		if bp.Measured {
+			any = true
+			highest = max(highest, bp.Highest)
+		}
+		crossed = crossed || bp.Crossed()
+	}
+	if any && !crossed {
+		return fmt.Sprintf("no mode crosses %s within the range (up to %d)", fmtDur(a.s.SLA), highest)
+	}
+	return ""
+}
+
+// fmtDur spells a threshold in milliseconds ("400 ms").
+func fmtDur(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms == math.Trunc(ms) {
+		return fmt.Sprintf("%.0f ms", ms)
+	}
+	return fmt.Sprintf("%g ms", ms)
+}

@@ -1,0 +1,178 @@
+package report
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFindBreakpoint(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	levels := []int{20, 40, 60, 80}
+	for _, tt := range []struct {
+		name        string
+		p95         []time.Duration
+		level, fail int
+		none        bool
+		again       []int
+	}{
+		{"normal crossing", ms(100, 300, 450, 600), 40, 60, false, nil},
+		{"at the SLA passes", ms(100, 400, 401, 600), 40, 60, false, nil},
+		{"nobody crosses", ms(100, 200, 300, 399), 80, 0, false, nil},
+		{"fails at lowest", ms(500, 600, 700, 800), 0, 20, true, nil},
+		{"passes again above first failure", ms(100, 450, 390, 700), 20, 40, false, []int{60}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := FindBreakpoint("m", levels, tt.p95, 400*time.Millisecond)
+			if b.Level != tt.level || b.FirstFailure != tt.fail || b.None() != tt.none || len(b.PassesAgain) != len(tt.again) {
+				t.Fatalf("got %+v, want level %d first failure %d none %v again %v", b, tt.level, tt.fail, tt.none, tt.again)
+			}
+			if tt.none && b.String() != "None" {
+				t.Errorf("String() = %q, want None", b.String())
+			}
+		})
+	}
+	if b := FindBreakpoint("m", nil, nil, time.Second); b.Measured || b.None() || b.String() != "not measured" {
+		t.Errorf("empty: %+v", b)
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	sweep := func(base, cand []float64) *Sweep {
+		s := &Sweep{ID: "x", Modes: []string{"round_robin", "kv"}}
+		for i, l := range []int{20, 40, 60} {
+			if base != nil {
+				s.Points = append(s.Points, rowPoint(1, "round_robin", l, base[i]))
+			}
+			if cand != nil {
+				s.Points = append(s.Points, rowPoint(1, "kv", l, cand[i]))
+			}
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name          string
+		s             *Sweep
+		base, cand    string
+		gain          float64 // NaN: undefined
+		headline      string
+		fallbackWhy   string // "" means no fallback
+		fallbackLevel map[string]int
+	}{
+		{
+			name: "normal crossing", s: sweep([]float64{300, 420, 500}, []float64{200, 300, 410}),
+			base: "20", cand: "40", gain: 1,
+			headline: "KV-aware routing supports 100% more concurrent sessions at the same SLA (TTFT p95 ≤ 400 ms): 40 sessions for kv against 20 for round_robin.",
+		},
+		{
+			name: "baseline fails at lowest level", s: sweep([]float64{420, 440, 500}, []float64{200, 300, 430}),
+			base: "None", cand: "40", gain: math.NaN(),
+			headline:      "round_robin meets the SLA (TTFT p95 ≤ 400 ms) at no level; KV-aware routing supports 40 sessions.",
+			fallbackWhy:   "round_robin already exceeds 400 ms at the lowest level (20)",
+			fallbackLevel: map[string]int{"round_robin": 40, "kv": 60},
+		},
+		{
+			name: "nobody crosses", s: sweep([]float64{100, 200, 300}, []float64{90, 150, 200}),
+			base: "60", cand: "60", gain: 0,
+			headline:      "KV-aware routing supports 0% more concurrent sessions at the same SLA (TTFT p95 ≤ 400 ms): both kv and round_robin stay under it up to 60 sessions. Neither mode crosses the SLA within the range (up to 60), so the sweep does not find either limit.",
+			fallbackWhy:   "no mode crosses 400 ms within the range (up to 60)",
+			fallbackLevel: map[string]int{"round_robin": 60, "kv": 60},
+		},
+		{
+			name: "both None", s: sweep([]float64{500, 600, 700}, []float64{450, 500, 600}),
+			base: "None", cand: "None", gain: math.NaN(),
+			headline:      "Neither kv nor round_robin meets the SLA (TTFT p95 ≤ 400 ms) at any level; the lowest level measured is 20.",
+			fallbackWhy:   "round_robin already exceeds 400 ms at the lowest level (20)",
+			fallbackLevel: map[string]int{"round_robin": 0, "kv": 20},
+		},
+		{
+			name: "candidate never crosses: lower bound", s: sweep([]float64{300, 420, 500}, []float64{200, 300, 390}),
+			base: "20", cand: "60", gain: 2,
+			headline: "KV-aware routing supports at least 200% more concurrent sessions at the same SLA (TTFT p95 ≤ 400 ms): kv stays under it at every level up to 60, round_robin up to 20.",
+		},
+		{
+			name: "candidate worse", s: sweep([]float64{300, 350, 500}, []float64{300, 420, 500}),
+			base: "40", cand: "20", gain: -0.5,
+			headline: "KV-aware routing supports 50% fewer concurrent sessions at the same SLA (TTFT p95 ≤ 400 ms): 20 sessions for kv against 40 for round_robin.",
+		},
+		{
+			name: "candidate None", s: sweep([]float64{300, 350, 500}, []float64{401, 420, 500}),
+			base: "40", cand: "None", gain: math.NaN(),
+			headline: "kv meets the SLA (TTFT p95 ≤ 400 ms) at no level; round_robin supports 40 sessions.",
+		},
+		{
+			name: "baseline missing", s: sweep(nil, []float64{100, 200, 300}),
+			base: "not measured", cand: "60", gain: math.NaN(),
+			headline: "No comparison at TTFT p95 ≤ 400 ms: the sweep has no data for round_robin.",
+			// Nobody crosses, so the fallback applies.
+			fallbackWhy: "no mode crosses 400 ms within the range (up to 60)",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := Evaluate(tt.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := o.Primary
+			if v.Baseline.String() != tt.base || v.Candidate.String() != tt.cand {
+				t.Errorf("breakpoints %s / %s, want %s / %s", v.Baseline, v.Candidate, tt.base, tt.cand)
+			}
+			if !(math.IsNaN(tt.gain) && math.IsNaN(v.Gain)) && v.Gain != tt.gain {
+				t.Errorf("gain %v, want %v", v.Gain, tt.gain)
+			}
+			if v.Headline != tt.headline {
+				t.Errorf("headline\n got %q\nwant %q", v.Headline, tt.headline)
+			}
+			if o.FallbackReason != tt.fallbackWhy || (o.Fallback != nil) != (tt.fallbackWhy != "") {
+				t.Fatalf("fallback %q (%v), want %q", o.FallbackReason, o.Fallback != nil, tt.fallbackWhy)
+			}
+			if o.Fallback != nil {
+				if o.Fallback.SLA != DefaultFallbackSLA {
+					t.Errorf("fallback SLA %v", o.Fallback.SLA)
+				}
+				for _, b := range o.Fallback.Breakpoints {
+					if want, ok := tt.fallbackLevel[b.Mode]; ok && b.Level != want {
+						t.Errorf("fallback breakpoint of %s = %d, want %d", b.Mode, b.Level, want)
+					}
+				}
+			}
+			if strings.Contains(v.Headline, "NaN") || strings.Contains(v.Headline, "Inf") {
+				t.Errorf("headline divides by zero: %q", v.Headline)
+			}
+		})
+	}
+}
+
+func TestT975(t *testing.T) {
+	for _, tt := range []struct{ df, want float64 }{{1, 12.706}, {2, 4.303}, {4, 2.776}, {30, 2.042}, {60, 2.000}, {1e9, 1.960}} {
+		if got := t975(tt.df); math.Abs(got-tt.want) > 1e-3 {
+			t.Errorf("t975(%v) = %v, want %v", tt.df, got, tt.want)
+		}
+	}
+	if got := t975(2.5); got >= 4.303 || got <= 3.182 {
+		t.Errorf("t975(2.5) = %v, want between the neighbours", got)
+	}
+	if !math.IsNaN(t975(0.5)) {
+		t.Error("t975(0.5) is not NaN")
+	}
+}
+
+func TestSpreadAndWelch(t *testing.T) {
+	s := newSpread([]float64{1, 2, 3})
+	if s.Mean != 2 || s.SD != 1 || math.Abs(s.HalfCI-4.303/math.Sqrt(3)) > 1e-9 {
+		t.Fatalf("spread %+v", s)
+	}
+	far := welchTest(newSpread([]float64{10, 10.1, 9.9}), newSpread([]float64{1, 1.1, 0.9}))
+	near := welchTest(newSpread([]float64{1, 2, 3}), newSpread([]float64{1.5, 2.5, 3.5}))
+	one := welchTest(newSpread([]float64{1}), newSpread([]float64{2, 3}))
+	if !far.OK || !far.Significant || !near.OK || near.Significant || one.OK {
+		t.Fatalf("far %+v near %+v one %+v", far, near, one)
+	}
+}
