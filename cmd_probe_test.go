@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// probeTarget lists its model at once but serves completions only after
+// servesAfter, like a Dynamo frontend whose workers are still loading.
+func probeTarget(t *testing.T, servesAfter time.Duration) *httptest.Server {
+	t.Helper()
+	start := time.Now()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+		case "/v1/chat/completions":
+			if time.Since(start) < servesAfter {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprint(w, `{"error":{"message":"loading"}}`)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"OK\"},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestCmdProbe(t *testing.T) {
+	srv := probeTarget(t, 500*time.Millisecond)
+	var out, errb bytes.Buffer
+	code := runMain(context.Background(), func() {}, []string{"--log-level", "error", "probe", "--target", srv.URL,
+		"--model", "m", "--interval", "20ms", "--grace", "100ms", "--json"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep struct {
+		Served                bool   `json:"served"`
+		ModelsBeforeServingMS *int64 `json:"models_before_serving_ms"`
+		ModelsSound           *bool  `json:"models_sound"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	if !rep.Served || rep.ModelsBeforeServingMS == nil || *rep.ModelsBeforeServingMS < 300 || rep.ModelsSound == nil || *rep.ModelsSound {
+		t.Errorf("report %s", out.String())
+	}
+}
+
+func TestCmdProbeNeverServes(t *testing.T) {
+	srv := probeTarget(t, time.Hour)
+	var out, errb bytes.Buffer
+	code := runMain(context.Background(), func() {}, []string{"--log-level", "error", "probe", "--target", srv.URL,
+		"--timeout", "300ms", "--interval", "20ms"}, &out, &errb)
+	if code != exitError || !strings.Contains(errb.String(), "the model never served a completion within 300ms") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "/v1/models: said ready at") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if code := runMain(context.Background(), func() {}, []string{"probe"}, &out, &errb); code != exitUsage {
+		t.Errorf("no --target: exit %d", code)
+	}
+}

@@ -1,0 +1,548 @@
+// Package sweep describes an A/B sweep — concurrency levels x routing modes x
+// repeated runs — and turns it into a plan: the ordered steps a runner
+// executes (switch the routing mode, wait until the target is ready, prime,
+// warm up, measure, cool down). It also holds the mode switches that change
+// the serving stack's routing mode between blocks of levels.
+//
+// A Spec is read from a YAML file (Load) and from command-line flags
+// (RegisterFlags, ApplyFlags); flags the user set override the file. The
+// package runs no load itself: the runner that executes a Plan lives with
+// the coordinator.
+package sweep
+
+import (
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/ready"
+	"github.com/fleetbench/fleetbench/pkg/workload"
+)
+
+// Defaults of a Spec. Default returns a Spec holding them.
+const (
+	DefaultRuns           = 1
+	DefaultWarmup         = 60 * time.Second
+	DefaultMeasure        = 300 * time.Second
+	DefaultSnapshots      = 3
+	DefaultCooldown       = 30 * time.Second
+	DefaultSLA            = 400 * time.Millisecond
+	DefaultFallbackSLA    = 450 * time.Millisecond
+	DefaultSwitchEstimate = 3 * time.Minute
+	DefaultTurns          = "3-5"
+	DefaultMaxTokens      = 1024
+)
+
+// Spec is one sweep. It is a plain value read from a file and flags: Load and
+// ApplyFlags fill it, Validate checks it. A Spec holds no secret (the API key
+// is named by APIKeyEnv; header values of an http switch may name
+// environment variables as ${NAME}). It is not safe for concurrent mutation;
+// once validated it may be shared read-only.
+type Spec struct {
+	// Target is the server's base URL, http(s)://host[:port][/prefix].
+	Target string `json:"target"`
+	// Model is the model name requested and waited for.
+	Model string `json:"model"`
+	// APIKeyEnv names the environment variable holding the API key.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// Endpoint is "chat" (default) or "completions".
+	Endpoint string `json:"endpoint,omitempty"`
+	// Workload is the conversations sent.
+	Workload Workload `json:"workload"`
+
+	// Levels are the concurrency levels, run in this order within a mode:
+	// concurrent sessions in a closed loop, or, with RequestRate, the cap on
+	// concurrent conversations of an open loop.
+	Levels []int `json:"levels"`
+	// RequestRate, when positive, makes every level an open loop with this
+	// mean arrival rate (conversations per second).
+	RequestRate float64 `json:"request_rate,omitempty"`
+
+	// Modes are the routing modes compared, in the order of odd runs; even
+	// runs take them in reverse.
+	Modes []Mode `json:"modes"`
+	// Switch is the switch of every mode that has none of its own.
+	Switch *SwitchSpec `json:"switch,omitempty"`
+	// Baseline and Candidate name the modes reports compare; they default
+	// to the first and second mode.
+	Baseline  string `json:"baseline,omitempty"`
+	Candidate string `json:"candidate,omitempty"`
+
+	// Runs is how often the whole levels x modes grid is repeated.
+	Runs int `json:"runs"`
+	// Warmup is run at every level before its measurement; its requests are
+	// discarded.
+	Warmup Duration `json:"warmup"`
+	// Measure is the measurement window of every level, cut into Snapshots
+	// equal parts reported separately (to see drift inside a level).
+	Measure   Duration `json:"measure"`
+	Snapshots int      `json:"snapshots"`
+	// Cooldown is an idle pause after every level.
+	Cooldown Duration `json:"cooldown"`
+	// SLA is the TTFT target reports use to find the highest level that
+	// meets it; FallbackSLA is the looser target used when no level meets
+	// SLA.
+	SLA         Duration `json:"sla"`
+	FallbackSLA Duration `json:"fallback_sla"`
+	// SwitchEstimate is the time a mode switch plus readiness plus priming
+	// is expected to take, used only for the plan's estimated duration.
+	SwitchEstimate Duration `json:"switch_estimate"`
+
+	// Output is the output directory.
+	Output string `json:"output"`
+	// Agents is the number of agents the coordinator waits for before the
+	// sweep starts; 0 runs the load in-process.
+	Agents int `json:"agents"`
+	// Readiness configures the gate after every mode switch.
+	Readiness Readiness `json:"readiness"`
+}
+
+// Workload selects the conversations. Fields that do not apply to Kind are
+// ignored, as in workload.Config.
+type Workload struct {
+	// Kind is "docchat" (default), "sharegpt" or "jsonl".
+	Kind string `json:"kind,omitempty"`
+	// Dataset is the dataset file (sharegpt, jsonl) or documents directory
+	// (docchat).
+	Dataset string `json:"dataset,omitempty"`
+	// Turns is user turns per conversation: "N" or "MIN-MAX" (sharegpt: a
+	// cap).
+	Turns string `json:"turns,omitempty"`
+	// PromptTokens is docchat's first prompt size in tokens.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	// Documents is docchat's number of starter documents.
+	Documents int `json:"documents,omitempty"`
+	// MaxTokens caps every turn's output unless the workload sets one.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// ThinkTime is the pause before each later turn: "none", "2s" or
+	// "exp:2s".
+	ThinkTime workload.ThinkTime `json:"think_time"`
+	// Seed makes conversations reproducible.
+	Seed int64 `json:"seed,omitempty"`
+	// MaxConversations and MinMessages filter sharegpt conversations.
+	MaxConversations int `json:"max_conversations,omitempty"`
+	MinMessages      int `json:"min_messages,omitempty"`
+	// SessionHeader names a request header carrying a per-conversation
+	// session id, e.g. X-Session-ID.
+	SessionHeader string `json:"session_header,omitempty"`
+}
+
+// Mode is one routing mode of the sweep.
+type Mode struct {
+	// Name labels results and is what the switch sets ({mode} in
+	// templates). Letters, digits, '.', '_' and '-' only: it names files.
+	Name string `json:"name"`
+	// Switch, when set, replaces Spec.Switch for this mode.
+	Switch *SwitchSpec `json:"switch,omitempty"`
+}
+
+// Readiness configures ready.Gate. Zero fields take ready's defaults.
+type Readiness struct {
+	// Skip turns the gate off: the sweep goes on right after a switch.
+	Skip bool `json:"skip,omitempty"`
+	// Per-stage timeouts, each from the start of its stage.
+	HealthTimeout      Duration `json:"health_timeout,omitempty"`
+	ModelsTimeout      Duration `json:"models_timeout,omitempty"`
+	CompletionsTimeout Duration `json:"completions_timeout,omitempty"`
+	PrimeTimeout       Duration `json:"prime_timeout,omitempty"`
+	// Completions is how many completions in a row must succeed with
+	// stable TTFT; MaxTokens is their length (1..8).
+	Completions int `json:"completions,omitempty"`
+	MaxTokens   int `json:"max_tokens,omitempty"`
+	// TTFTSpread and TTFTSlack bound the spread of those TTFTs: max <=
+	// spread*min, or max-min <= slack.
+	TTFTSpread float64  `json:"ttft_spread,omitempty"`
+	TTFTSlack  Duration `json:"ttft_slack,omitempty"`
+	// Prime is the number of short priming conversations of PrimeTurns
+	// turns each, run at once after the completions pass.
+	Prime      int `json:"prime,omitempty"`
+	PrimeTurns int `json:"prime_turns,omitempty"`
+	// Interval is the first retry delay, doubled up to MaxInterval.
+	Interval    Duration `json:"interval,omitempty"`
+	MaxInterval Duration `json:"max_interval,omitempty"`
+}
+
+// Default returns a Spec with every default set and nothing else: no target,
+// model, levels, modes or output.
+func Default() *Spec {
+	return &Spec{
+		Endpoint:       client.EndpointChat,
+		Workload:       Workload{Kind: workload.KindDocChat, Turns: DefaultTurns, MaxTokens: DefaultMaxTokens},
+		Runs:           DefaultRuns,
+		Warmup:         Duration(DefaultWarmup),
+		Measure:        Duration(DefaultMeasure),
+		Snapshots:      DefaultSnapshots,
+		Cooldown:       Duration(DefaultCooldown),
+		SLA:            Duration(DefaultSLA),
+		FallbackSLA:    Duration(DefaultFallbackSLA),
+		SwitchEstimate: Duration(DefaultSwitchEstimate),
+	}
+}
+
+// Load reads the YAML file at path over Default(). A field the Spec does not
+// have is an error that names it, so a misspelled key cannot be silently
+// ignored. Load does not validate; call Validate after ApplyFlags.
+func Load(path string) (*Spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load sweep spec: %w", err)
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("load sweep spec %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse decodes a YAML (or JSON) document over Default(), rejecting unknown
+// and duplicate fields.
+func Parse(b []byte) (*Spec, error) {
+	// Find unknown fields first, to name them with their path
+	// ("modes[1].switch.uri"); UnmarshalStrict names only the key.
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(j, &doc); err == nil {
+		if err := unknownFields(doc, reflect.TypeFor[Spec](), ""); err != nil {
+			return nil, err
+		}
+	}
+	s := Default()
+	if err := yaml.UnmarshalStrict(b, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// unknownFields walks a decoded JSON document along the Go type it will be
+// decoded into and reports the first object key that type does not have.
+// Types that decode themselves (durations, think times) are not entered.
+func unknownFields(v any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) ||
+		reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil // a type error; UnmarshalStrict reports it
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f.Type
+			names = append(names, name)
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			ft, ok := fields[k]
+			if !ok {
+				where := ""
+				if path != "" {
+					where = " in " + path
+				}
+				return fmt.Errorf("unknown field %q%s (known: %s)", k, where, strings.Join(names, ", "))
+			}
+			if err := unknownFields(obj[k], ft, joinPath(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		arr, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for i, e := range arr {
+			if err := unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if err := unknownFields(obj[k], t.Elem(), joinPath(path, k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func joinPath(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// Marshal returns s as YAML, the form Load reads; an output directory keeps
+// it so a sweep can be resumed with the same spec.
+func (s *Spec) Marshal() ([]byte, error) { return yaml.Marshal(s) }
+
+// modeName is what a mode may be called: it becomes part of file names.
+var modeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Validate reports every problem with s, joined, or nil. It builds each
+// mode's switch (without I/O) to check its settings.
+func (s *Spec) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	if s.Target == "" {
+		add("target is required (the server's base URL)")
+	} else if u, err := url.Parse(s.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		add("target %q must be an http:// or https:// URL with a host", s.Target)
+	}
+	if s.Model == "" {
+		add("model is required")
+	}
+	switch s.Endpoint {
+	case "", client.EndpointChat, client.EndpointCompletions:
+	default:
+		add("endpoint %q must be %q or %q", s.Endpoint, client.EndpointChat, client.EndpointCompletions)
+	}
+	if _, err := s.WorkloadConfig(); err != nil {
+		add("workload: %w", err)
+	}
+
+	if len(s.Levels) == 0 {
+		add("levels are required, e.g. levels: [20, 40, 80]")
+	}
+	seenLevel := map[int]bool{}
+	for _, l := range s.Levels {
+		if l < 1 {
+			add("level %d must be at least 1", l)
+		}
+		if seenLevel[l] {
+			add("level %d is listed twice", l)
+		}
+		seenLevel[l] = true
+	}
+	if s.RequestRate < 0 {
+		add("request_rate %g must not be negative", s.RequestRate)
+	}
+
+	if len(s.Modes) == 0 {
+		add("modes are required, e.g. modes: [{name: kv}, {name: round_robin}] with a switch")
+	}
+	seenMode := map[string]bool{}
+	for i, m := range s.Modes {
+		if !modeName.MatchString(m.Name) {
+			add("mode %d: name %q must be letters, digits, '.', '_' or '-'", i+1, m.Name)
+			continue
+		}
+		if seenMode[m.Name] {
+			add("mode %q is listed twice", m.Name)
+		}
+		seenMode[m.Name] = true
+		sw := s.SwitchOf(m.Name)
+		if sw == nil {
+			add("mode %q has no switch: set switch.kind (one of %s) for it or for all modes", m.Name, strings.Join(Kinds(), ", "))
+			continue
+		}
+		if _, err := NewSwitcher(*sw, SwitchEnv{Target: s.Target}); err != nil {
+			add("mode %q: %w", m.Name, err)
+		}
+	}
+	baseline, candidate := s.Compared()
+	if s.Baseline != "" && !seenMode[s.Baseline] {
+		add("baseline %q is not one of the modes", s.Baseline)
+	}
+	if s.Candidate != "" && !seenMode[s.Candidate] {
+		add("candidate %q is not one of the modes", s.Candidate)
+	}
+	if baseline != "" && baseline == candidate {
+		add("baseline and candidate are both %q", baseline)
+	}
+
+	if s.Runs < 1 {
+		add("runs %d must be at least 1", s.Runs)
+	}
+	if s.Warmup < 0 {
+		add("warmup %s must not be negative", s.Warmup)
+	}
+	if s.Measure <= 0 {
+		add("measure %s must be positive", s.Measure)
+	}
+	if s.Snapshots < 1 {
+		add("snapshots %d must be at least 1", s.Snapshots)
+	} else if s.Measure > 0 && s.Measure.D()/time.Duration(s.Snapshots) < time.Second {
+		add("measure %s cut into %d snapshots gives less than 1s each", s.Measure, s.Snapshots)
+	}
+	if s.Cooldown < 0 {
+		add("cooldown %s must not be negative", s.Cooldown)
+	}
+	if s.SLA <= 0 {
+		add("sla %s must be positive", s.SLA)
+	}
+	if s.FallbackSLA < s.SLA {
+		add("fallback_sla %s must not be below sla %s", s.FallbackSLA, s.SLA)
+	}
+	if s.SwitchEstimate < 0 {
+		add("switch_estimate %s must not be negative", s.SwitchEstimate)
+	}
+	if s.Output == "" {
+		add("output directory is required")
+	}
+	if s.Agents < 0 {
+		add("agents %d must not be negative", s.Agents)
+	}
+	if !s.Readiness.Skip {
+		rc := s.ReadyConfig()
+		// The target, model and endpoint were checked above; check only
+		// the readiness settings here.
+		rc.Client = client.Config{BaseURL: "http://checked.invalid", Model: "checked"}
+		if err := rc.Validate(); err != nil {
+			add("readiness: %w", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Compared returns the baseline and candidate mode names: the ones set, else
+// the first and second modes not already taken. candidate is "" with a
+// single mode.
+func (s *Spec) Compared() (baseline, candidate string) {
+	baseline, candidate = s.Baseline, s.Candidate
+	for _, m := range s.Modes {
+		switch {
+		case baseline == "" && m.Name != candidate:
+			baseline = m.Name
+		case candidate == "" && m.Name != baseline:
+			candidate = m.Name
+		}
+	}
+	return baseline, candidate
+}
+
+// SwitchOf returns the switch configuration of the named mode: its own, or
+// the sweep's default, or nil when it has neither or there is no such mode.
+func (s *Spec) SwitchOf(mode string) *SwitchSpec {
+	for _, m := range s.Modes {
+		if m.Name != mode {
+			continue
+		}
+		if m.Switch != nil {
+			return m.Switch
+		}
+		return s.Switch
+	}
+	return nil
+}
+
+// ModeNames returns the modes' names in spec order.
+func (s *Spec) ModeNames() []string {
+	names := make([]string, len(s.Modes))
+	for i, m := range s.Modes {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// ClientConfig returns the client configuration of the target. Request
+// timeouts, headers and sampling settings are the runner's to add.
+func (s *Spec) ClientConfig() client.Config {
+	return client.Config{
+		BaseURL:   s.Target,
+		Model:     s.Model,
+		Endpoint:  s.Endpoint,
+		APIKeyEnv: s.APIKeyEnv,
+		MaxTokens: s.Workload.MaxTokens,
+	}
+}
+
+// ReadyConfig returns the readiness gate's configuration for the target,
+// with ready's defaults for the zero fields.
+func (s *Spec) ReadyConfig() ready.Config {
+	r := s.Readiness
+	cc := s.ClientConfig()
+	cc.MaxTokens = 0
+	return ready.Config{
+		Client:             cc,
+		HealthTimeout:      r.HealthTimeout.D(),
+		ModelsTimeout:      r.ModelsTimeout.D(),
+		CompletionsTimeout: r.CompletionsTimeout.D(),
+		PrimeTimeout:       r.PrimeTimeout.D(),
+		Completions:        r.Completions,
+		MaxTokens:          r.MaxTokens,
+		TTFTSpread:         r.TTFTSpread,
+		TTFTSlack:          r.TTFTSlack.D(),
+		Prime:              r.Prime,
+		PrimeTurns:         r.PrimeTurns,
+		Interval:           r.Interval.D(),
+		MaxInterval:        r.MaxInterval.D(),
+	}.WithDefaults()
+}
+
+// WorkloadConfig returns the workload configuration, checked.
+func (s *Spec) WorkloadConfig() (workload.Config, error) {
+	w := s.Workload
+	minT, maxT, err := ParseTurns(w.Turns)
+	if err != nil {
+		return workload.Config{}, err
+	}
+	cfg := workload.Config{
+		Kind:             w.Kind,
+		Path:             w.Dataset,
+		Seed:             w.Seed,
+		MaxTokens:        w.MaxTokens,
+		Think:            w.ThinkTime,
+		Documents:        w.Documents,
+		PromptTokens:     w.PromptTokens,
+		MinTurns:         minT,
+		MaxTurns:         maxT,
+		MaxConversations: w.MaxConversations,
+		MinMessages:      w.MinMessages,
+	}
+	if w.Kind == workload.KindShareGPT {
+		cfg.MinTurns = 0 // turns only cap sharegpt conversations
+	}
+	if err := cfg.Validate(); err != nil {
+		return workload.Config{}, err
+	}
+	return cfg, nil
+}
+
+// ParseTurns parses "N" or "MIN-MAX" with 1 <= MIN <= MAX; "" gives 0, 0
+// (the workload's defaults).
+func ParseTurns(s string) (minTurns, maxTurns int, err error) {
+	if s = strings.TrimSpace(s); s == "" {
+		return 0, 0, nil
+	}
+	lo, hi, found := strings.Cut(s, "-")
+	if !found {
+		hi = lo
+	}
+	a, errA := strconv.Atoi(strings.TrimSpace(lo))
+	b, errB := strconv.Atoi(strings.TrimSpace(hi))
+	if errA != nil || errB != nil || a < 1 || b < a {
+		return 0, 0, fmt.Errorf("turns %q: want N or MIN-MAX with 1 <= MIN <= MAX", s)
+	}
+	return a, b, nil
+}
