@@ -65,8 +65,8 @@ generate: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## regenerate the protob
 
 .PHONY: check-generate
 check-generate: generate ## fail when generated code is out of date
-	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
-	  echo "generated code is stale; run 'make generate' and commit:"; git status --porcelain -- proto; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- proto gen)" ]; then \
+	  echo "generated code is stale; run 'make generate' and commit:"; git status --porcelain -- proto gen; exit 1; fi
 
 .PHONY: tools
 tools: $(GOLANGCI_LINT) $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## install the pinned tools

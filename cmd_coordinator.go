@@ -2,10 +2,165 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
-// cmdCoordinator is not built yet; the issue that adds it replaces this file.
-func (c *cli) cmdCoordinator(_ context.Context, _ []string) error {
-	return errors.New("the coordinator command is not built yet")
+// tokenEnv holds the shared coordinator/agent token when no file is given.
+const tokenEnv = "FLEETBENCH_TOKEN"
+
+// loadToken reads the shared token from file (trimmed), or from
+// FLEETBENCH_TOKEN when file is empty. The token is never printed.
+func loadToken(file string) (string, error) {
+	if file == "" {
+		return os.Getenv(tokenEnv), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("read token file %s: it is empty", file)
+	}
+	return tok, nil
+}
+
+// parseLevels parses "8,16,32" into concurrency levels.
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("parse level %q: want a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	listen := fs.String("listen", ":7070", "address to accept agents on")
+	agents := fs.Int("agents", 1, "agents to wait for before starting")
+	levels := fs.String("concurrency", "8", "total concurrency; a comma list runs one stage per level")
+	rate := fs.Float64("request-rate", 0, "open loop: total requests per second (0: closed loop)")
+	mode := fs.String("mode", "", "routing mode label recorded with the results")
+	warmup := fs.Duration("warmup", 10*time.Second, "warm-up per stage, left out of results")
+	duration := fs.Duration("duration", 60*time.Second, "measured time per stage")
+	window := fs.Duration("window", 0, "window length (0: one window per stage)")
+	convs := fs.Int("conversations", 0, "run exactly conversations 0..N-1 (0: unbounded)")
+	onLoss := fs.String("on-loss", string(coordinator.PolicyContinue), "when an agent is lost: continue, rerun or fail")
+	out := fs.String("out", "out/coordinator", "directory for window-<id>.json files")
+	tokenFile := fs.String("token-file", "", "file holding the shared agent token (default: $"+tokenEnv+")")
+	cert := fs.String("tls-cert", "", "TLS certificate file (with --tls-key enables TLS)")
+	key := fs.String("tls-key", "", "TLS key file")
+	target := fs.String("target", "", "base URL of the OpenAI-compatible server the agents load")
+	model := fs.String("model", "", "model name")
+	wl := fs.String("workload", "docchat", "workload: docchat, sharegpt or jsonl")
+	dataset := fs.String("dataset", "", "dataset path for sharegpt and jsonl")
+	seed := fs.Int64("seed", 1, "workload seed")
+	maxTokens := fs.Int("max-tokens", 0, "output cap per turn (0: the server's)")
+	sessionHeader := fs.String("session-header", "", "request header carrying a per-conversation session id")
+	think := fs.String("think-time", "none", "pause before each turn after the first (none, 2s, exp:2s)")
+	hb := fs.Duration("heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat interval")
+	hbTimeout := fs.Duration("heartbeat-timeout", coordinator.DefaultHeartbeatTimeout, "silence after which an agent is lost")
+	grace := fs.Duration("grace", coordinator.DefaultGrace, "how long a window waits for agents' watermarks")
+	joinTimeout := fs.Duration("join-timeout", coordinator.DefaultJoinTimeout, "how long to wait for the agents")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *target == "" {
+		fmt.Fprintln(c.stderr, "coordinator: --target is required")
+		return errUsage
+	}
+	lv, err := parseLevels(*levels)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "coordinator:", err)
+		return errUsage
+	}
+	policy, err := coordinator.ParsePolicy(*onLoss)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "coordinator:", err)
+		return errUsage
+	}
+	token, err := loadToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
+	}
+	cfg := coordinator.Config{
+		Agents: *agents, Window: *window, OnLoss: policy, OutDir: *out,
+		Spec: coordinator.Spec{
+			Target: *target, Model: *model, Workload: *wl, Seed: *seed, MaxTokens: *maxTokens,
+			SessionHeader: *sessionHeader, Params: map[string]string{"dataset": *dataset, "think-time": *think},
+		},
+		HeartbeatInterval: *hb, HeartbeatTimeout: *hbTimeout, Grace: *grace, JoinTimeout: *joinTimeout,
+	}
+	for _, l := range lv {
+		s := coordinator.Stage{Level: l, Mode: *mode, Warmup: *warmup, Duration: *duration, Conversations: *convs}
+		if *rate > 0 {
+			s.Level, s.RequestRate = 0, *rate
+		}
+		cfg.Stages = append(cfg.Stages, s)
+	}
+	co, err := coordinator.New(cfg, c.logger)
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	c.logger.Info("coordinator listening", "addr", lis.Addr().String(), "agents", *agents, "tls", *cert != "")
+	serveCtx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	served := make(chan error, 1)
+	go func() {
+		served <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: token, CertFile: *cert, KeyFile: *key})
+	}()
+	res, runErr := co.Run(ctx)
+	// Give the agents a moment to receive their stop before the server
+	// goes away.
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+	}
+	stopServe()
+	if err := <-served; err != nil && runErr == nil {
+		runErr = err
+	}
+	if res != nil {
+		printStages(c, res)
+	}
+	return runErr
+}
+
+// printStages writes one line per stage with the fleet-wide percentiles.
+func printStages(c *cli, res *coordinator.Result) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+	fmt.Fprintf(c.stdout, "%-6s %-8s %-10s %9s %9s %9s %9s %9s %9s %9s %s\n",
+		"stage", "level", "mode", "requests", "ttft_p50", "ttft_p95", "ttft_p99", "e2e_p50", "e2e_p99", "skew_ms", "degraded")
+	for _, s := range res.Stages {
+		w := s.Measured
+		if w == nil {
+			continue
+		}
+		ttft, e2e := w.Hist[record.TTFT], w.Hist[record.E2E]
+		fmt.Fprintf(c.stdout, "%-6d %-8d %-10s %9d %9s %9s %9s %9s %9s %9s %t\n",
+			s.Index, s.Level, s.Mode, w.Counters.Requests, ms(ttft.Percentile(50)), ms(ttft.Percentile(95)),
+			ms(ttft.Percentile(99)), ms(e2e.Percentile(50)), ms(e2e.Percentile(99)), ms(s.StartSkew), s.Degraded)
+	}
 }

@@ -28,7 +28,7 @@ done
 
 # Generated code stops at the gRPC edge: only files named *grpc*.go, *server*.go,
 # *conn*.go or *convert*.go in coordinator/ and agent/ may import it.
-gen="$mod/proto/"
+gen="$mod/gen/"
 while IFS= read -r f; do
 	case "$(basename "$f")" in
 	*grpc*.go | *server*.go | *conn*.go | *convert*.go | *_test.go) ;;

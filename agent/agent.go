@@ -1,0 +1,541 @@
+// Package agent is fleetbench's agent: it dials a coordinator, runs the
+// conversations of its shard with the load engine, and streams interval
+// histograms back, keeping every report until the coordinator acks it.
+//
+// One goroutine (the loop) owns the agent's state: the engine, the reports
+// not yet acked and the current link to the coordinator. The connector
+// goroutine dials with capped exponential backoff and hands each new link
+// to the loop. Generated protobuf types stop at conn.go and convert.go.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/shard"
+)
+
+// ErrAlreadyRun is returned by a second call of Run.
+var ErrAlreadyRun = errors.New("agent already ran")
+
+// Agent is one agent process's worth of load. Create it with New and call
+// Run once; Run is the only method and owns every goroutine it starts.
+type Agent struct {
+	cfg         Config
+	build       Builder
+	logger      hclog.Logger
+	rec         *record.Recorder
+	incarnation uint64
+
+	dial     Dialer
+	observe  func(*record.Sample)
+	onReport func(seq uint64, w *record.Window)
+	onAck    func(seq uint64)
+	ran      bool
+}
+
+// Option changes an Agent's defaults.
+type Option func(*Agent)
+
+// WithDialer makes the agent open connections with d (tests cut them).
+func WithDialer(d Dialer) Option { return func(a *Agent) { a.dial = d } }
+
+// WithObserver passes every recorded sample to fn, from the sessions'
+// goroutines (concurrently); fn must be quick and not keep the sample.
+func WithObserver(fn func(*record.Sample)) Option { return func(a *Agent) { a.observe = fn } }
+
+// WithReportHook calls fn from the agent's loop for every report it
+// creates (before it is sent), and ack for every ack received; tests use
+// them to account for every report.
+func WithReportHook(report func(seq uint64, w *record.Window), ack func(seq uint64)) Option {
+	return func(a *Agent) { a.onReport, a.onAck = report, ack }
+}
+
+// New validates cfg and returns an agent. logger may be nil.
+func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validate agent config: %w", err)
+	}
+	if build == nil {
+		return nil, errors.New("new agent: nil builder")
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	cfg = cfg.withDefaults()
+	a := &Agent{
+		cfg:         cfg,
+		build:       build,
+		logger:      logger.Named("agent").With("agent_id", cfg.ID),
+		rec:         record.NewRecorder(cfg.Histogram),
+		incarnation: rand.Uint64() | 1,
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	return a, nil
+}
+
+// Run connects to the coordinator and runs what it assigns until it says
+// stop (then Run returns nil), ctx is done, or the coordinator refuses the
+// agent (bad token, histogram mismatch: a permanent error). While the
+// coordinator is unreachable Run keeps reconnecting; the load stops after
+// CoordinatorTimeout without word from it.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.ran {
+		return ErrAlreadyRun
+	}
+	a.ran = true
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cc, err := a.newClient()
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+
+	links := make(chan *link)
+	fatal := make(chan error, 1)
+	connDone := make(chan struct{})
+	go func() {
+		defer close(connDone)
+		a.connect(ctx, cc, links, fatal)
+	}()
+	l := newLoop(a)
+	err = l.run(ctx, links, fatal)
+	cancel()
+	<-connDone
+	return err
+}
+
+// backoff returns the wait before reconnect attempt n (0-based): capped
+// exponential with full jitter; u is uniform in [0, 1).
+func backoff(n int, base, limit time.Duration, u float64) time.Duration {
+	d := base
+	for range n {
+		d *= 2
+		if d >= limit {
+			d = limit
+			break
+		}
+	}
+	return time.Duration(float64(d) * (0.5 + 0.5*u))
+}
+
+// jitter spreads heartbeats over interval ±20%; u is uniform in [0, 1).
+func jitter(interval time.Duration, u float64) time.Duration {
+	return time.Duration(float64(interval) * (0.8 + 0.4*u))
+}
+
+// coordinatorLost reports whether the agent has heard nothing for longer
+// than timeout.
+func coordinatorLost(lastHeard, now time.Time, timeout time.Duration) bool {
+	return now.Sub(lastHeard) > timeout
+}
+
+// pending is a report kept until acked.
+type pending struct {
+	seq uint64
+	w   *record.Window
+}
+
+// engineRun is one stage's load engine.
+type engineRun struct {
+	stage    int
+	e        *load.Engine
+	ix       *shard.Indexer
+	tr       *tracker
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when Run returned
+	started  bool
+	finished bool
+	epoch    uint64
+	close    func() error // the target's, after Run returned
+}
+
+// built is the result of building an engine in the background.
+type built struct {
+	asg Assignment
+	eng *engineRun
+	err error
+}
+
+// loop is the agent's state, owned by one goroutine.
+type loop struct {
+	a      *Agent
+	logger hclog.Logger
+
+	link       *link
+	pending    []pending
+	seq        uint64
+	lastWM     *watermark
+	lastHeard  time.Time
+	heartbeat  time.Duration
+	asg        *Assignment
+	eng        *engineRun
+	building   bool
+	built      chan built
+	phases     []phase // due phases waiting for the engine or their time
+	stopReason string
+	bg         chan struct{} // closed by background builders when done
+	nbg        int
+}
+
+func newLoop(a *Agent) *loop {
+	return &loop{a: a, logger: a.logger, heartbeat: DefaultHeartbeatInterval, built: make(chan built, 1)}
+}
+
+// errStop ends the loop after the coordinator said stop.
+var errStop = errors.New("stopped by coordinator")
+
+func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) error {
+	report := time.NewTicker(l.a.cfg.ReportInterval)
+	defer report.Stop()
+	beat := time.NewTimer(jitter(l.heartbeat, rand.Float64()))
+	defer beat.Stop()
+	phaseTimer := time.NewTimer(time.Hour)
+	defer phaseTimer.Stop()
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
+	lastWatch := time.Now()
+	defer l.shutdown()
+
+	for {
+		var in <-chan any
+		var linkDone <-chan struct{}
+		if l.link != nil {
+			in, linkDone = l.link.in, l.link.done
+		}
+		var engDone <-chan struct{}
+		if l.eng != nil && !l.eng.finished && l.eng.started {
+			engDone = l.eng.done
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-fatal:
+			return err
+		case lk := <-links:
+			l.connected(lk)
+		case <-linkDone:
+			l.logger.Warn("connection to coordinator lost")
+			l.link = nil
+		case m := <-in:
+			l.lastHeard = time.Now()
+			if err := l.handle(ctx, m); err != nil {
+				if errors.Is(err, errStop) {
+					return nil
+				}
+				return err
+			}
+		case b := <-l.built:
+			l.building = false
+			l.onBuilt(b)
+		case <-engDone:
+			l.eng.finished = true
+			l.logger.Debug("load stopped", "stage", l.eng.stage)
+			l.flush()
+		case <-report.C:
+			l.flush()
+		case <-beat.C:
+			beat.Reset(jitter(l.heartbeat, rand.Float64()))
+			if l.link != nil {
+				var active []int
+				if l.eng != nil && !l.eng.finished {
+					active = l.eng.tr.active()
+				}
+				l.link.send(heartbeatOut{Active: active})
+			}
+		case <-phaseTimer.C:
+		case <-watch.C:
+			now := time.Now()
+			if gap := now.Sub(lastWatch); gap > l.a.cfg.CoordinatorTimeout/2 {
+				// This process was paused; it could not hear anyone.
+				l.lastHeard = l.lastHeard.Add(gap)
+			}
+			lastWatch = now
+			if len(in) > 0 {
+				break // messages are waiting: the coordinator is not silent
+			}
+			if l.eng != nil && l.eng.started && !l.eng.finished && l.eng.cancel != nil &&
+				coordinatorLost(l.lastHeard, time.Now(), l.a.cfg.CoordinatorTimeout) {
+				l.logger.Warn("coordinator silent, stopping load", "timeout", l.a.cfg.CoordinatorTimeout)
+				l.eng.cancel()
+				l.eng.cancel = nil
+			}
+		}
+		if d := l.applyPhases(time.Now()); d > 0 {
+			phaseTimer.Reset(d)
+		}
+	}
+}
+
+// connected adopts a new link: drop what the coordinator has applied,
+// resend the rest in order, then the latest watermark.
+func (l *loop) connected(lk *link) {
+	if l.link != nil {
+		l.link.kill()
+	}
+	l.link = lk
+	l.lastHeard = time.Now()
+	if lk.welcome.Heartbeat > 0 {
+		l.heartbeat = lk.welcome.Heartbeat
+	}
+	l.ack(lk.welcome.Acked)
+	l.logger.Info("connected to coordinator", "index", lk.welcome.Index, "acked_seq", lk.welcome.Acked, "resending", len(l.pending))
+	for _, p := range l.pending {
+		lk.send(report{Seq: p.seq, Window: p.w})
+	}
+	if l.lastWM != nil {
+		lk.send(*l.lastWM)
+	}
+}
+
+func (l *loop) ack(seq uint64) {
+	n := 0
+	for n < len(l.pending) && l.pending[n].seq <= seq {
+		n++
+	}
+	l.pending = l.pending[n:]
+	if l.a.onAck != nil {
+		l.a.onAck(seq)
+	}
+}
+
+func (l *loop) handle(ctx context.Context, m any) error {
+	switch m := m.(type) {
+	case heartbeatIn:
+	case ack:
+		l.ack(m.Seq)
+	case Assignment:
+		l.assign(ctx, m)
+	case phase:
+		l.phases = append(l.phases, m)
+	case stop:
+		l.stopReason = m.Reason
+		l.logger.Info("coordinator said stop", "reason", m.Reason)
+		return errStop
+	case welcome:
+		// Only the first message of a stream; handled by connected.
+	}
+	return nil
+}
+
+// assign applies an assignment: a new stage (or a stopped engine) builds
+// a new engine in the background; otherwise the running one is resharded.
+func (l *loop) assign(ctx context.Context, a Assignment) {
+	l.asg = &a
+	if l.eng != nil && l.eng.stage == a.Stage && !l.eng.finished && (l.eng.cancel != nil || !l.eng.started) {
+		l.eng.ix.SetMembers(a.Members)
+		l.eng.ix.Restart(a.Restart)
+		if err := l.eng.e.SetConcurrency(a.Concurrency); err != nil && !errors.Is(err, load.ErrOpenLoop) {
+			l.logger.Warn("set concurrency", "error", err)
+		}
+		l.eng.epoch = a.Epoch
+		l.logger.Debug("resharded", "epoch", a.Epoch, "concurrency", a.Concurrency, "members", len(a.Members), "restart", len(a.Restart))
+		if l.link != nil {
+			l.link.send(ready{Epoch: a.Epoch})
+		}
+		return
+	}
+	if l.building {
+		return // onBuilt picks up l.asg
+	}
+	l.startBuild(ctx, a)
+}
+
+func (l *loop) startBuild(ctx context.Context, a Assignment) {
+	if l.eng != nil && !l.eng.finished && l.eng.cancel != nil {
+		// A new stage while the old one runs: stop it first.
+		l.eng.cancel()
+		l.eng.cancel = nil
+	}
+	l.building = true
+	l.nbg++
+	go func() {
+		eng, err := l.a.newEngine(ctx, a)
+		l.built <- built{asg: a, eng: eng, err: err}
+	}()
+}
+
+func (l *loop) onBuilt(b built) {
+	l.nbg--
+	if b.err != nil {
+		l.logger.Error("build load engine", "stage", b.asg.Stage, "error", b.err)
+		return
+	}
+	if l.eng != nil && l.eng.started && !l.eng.finished {
+		// Wait for the old stage's engine: its windows must finish first.
+		if l.eng.cancel != nil {
+			l.eng.cancel()
+			l.eng.cancel = nil
+		}
+		<-l.eng.done
+		l.eng.finished = true
+		l.flush()
+	}
+	l.eng = b.eng
+	if l.asg != nil && l.asg.Epoch > b.asg.Epoch && l.asg.Stage == b.asg.Stage {
+		// Assignments arrived while building: apply the latest.
+		l.eng.ix.SetMembers(l.asg.Members)
+		l.eng.ix.Restart(l.asg.Restart)
+		_ = l.eng.e.SetConcurrency(l.asg.Concurrency)
+		b.asg = *l.asg
+	}
+	l.eng.epoch = b.asg.Epoch
+	l.logger.Info("stage ready", "stage", b.asg.Stage, "concurrency", b.asg.Concurrency, "index", b.asg.Index, "members", len(b.asg.Members))
+	if l.link != nil {
+		l.link.send(ready{Epoch: b.asg.Epoch})
+	}
+}
+
+// newEngine builds, configures and warms a stage's engine. It runs on a
+// background goroutine and touches no loop state.
+func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, error) {
+	t, err := a.build(ctx, asg.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("build target: %w", err)
+	}
+	cfg := load.Config{
+		Concurrency: asg.Concurrency, MaxTokens: asg.Spec.MaxTokens,
+		SessionHeader: asg.Spec.SessionHeader, Seed: asg.Spec.Seed,
+	}
+	if asg.Rate > 0 {
+		cfg.Concurrency, cfg.RequestRate = 0, asg.Rate
+	}
+	ix := shard.NewIndexer(asg.Index, asg.Members, asg.Limit)
+	ix.Restart(asg.Restart)
+	tr := newTracker(4*max(asg.Concurrency, 1) + 16)
+	opts := append([]load.Option{
+		load.WithIndexer(&trackingIndexer{ix: ix, src: t.Source, tr: tr}),
+		load.WithObserver(observer(tr, a.observe)),
+		load.WithDrainTimeout(a.cfg.DrainTimeout),
+	}, t.Options...)
+	e, err := load.New(cfg, t.Source, t.Streamer, a.rec, a.logger, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("new load engine: %w", err)
+	}
+	if w, ok := t.Streamer.(Warmer); ok {
+		wctx, cancel := context.WithTimeout(ctx, DefaultWarmTimeout)
+		err := w.Warm(wctx, max(asg.Concurrency, 1))
+		cancel()
+		if err != nil {
+			a.logger.Warn("warm connection pool", "error", err)
+		}
+	}
+	return &engineRun{stage: asg.Stage, e: e, ix: ix, tr: tr, done: make(chan struct{}), close: t.Close}, nil
+}
+
+// applyPhases applies every phase whose start has come and returns how
+// long until the next one (0 for none).
+func (l *loop) applyPhases(now time.Time) time.Duration {
+	var next time.Duration
+	rest := l.phases[:0]
+	for _, p := range l.phases {
+		if d := p.StartAt.Sub(now); d > 0 || l.eng == nil || (p.Kind != KindDrain && l.eng.finished) {
+			if d > 0 && (next == 0 || d < next) {
+				next = d
+			}
+			if p.Kind == KindDrain && l.eng == nil {
+				continue // nothing to drain
+			}
+			rest = append(rest, p)
+			continue
+		}
+		l.applyPhase(p, now)
+	}
+	l.phases = rest
+	return next
+}
+
+func (l *loop) applyPhase(p phase, now time.Time) {
+	eng := l.eng
+	switch p.Kind {
+	case KindDrain:
+		if eng.started && eng.cancel != nil {
+			l.logger.Debug("draining", "window", p.Window)
+			eng.cancel()
+			eng.cancel = nil
+		} else if !eng.started {
+			eng.finished = true
+			close(eng.done)
+		}
+	default:
+		eng.e.SetWindow(p.Window)
+		if eng.started {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background()) //nolint:contextcheck // the engine's lifetime is the loop's, ended by cancel in shutdown
+		eng.cancel, eng.started = cancel, true
+		go func() {
+			defer close(eng.done)
+			if err := eng.e.Run(ctx); err != nil {
+				l.logger.Error("load engine", "error", err)
+			}
+			if eng.close != nil {
+				if err := eng.close(); err != nil {
+					l.logger.Warn("close target", "error", err)
+				}
+			}
+		}()
+		offset := now.Sub(p.StartAt)
+		l.logger.Debug("load started", "window", p.Window, "offset", offset)
+		if l.link != nil {
+			l.link.send(started{Window: p.Window, Offset: offset})
+		}
+	}
+}
+
+// flush drains the recorder into reports and sends them with a watermark.
+// The watermark is read before the drain, so every turn it covers is in
+// this or an earlier report.
+func (l *loop) flush() {
+	if l.eng == nil {
+		return
+	}
+	wm, ok := l.eng.e.Watermark()
+	for _, w := range l.a.rec.Drain() {
+		l.seq++
+		l.pending = append(l.pending, pending{seq: l.seq, w: w})
+		if l.a.onReport != nil {
+			l.a.onReport(l.seq, w)
+		}
+		if l.link != nil {
+			l.link.send(report{Seq: l.seq, Window: w})
+		}
+	}
+	if ok {
+		l.lastWM = &watermark{Window: wm, Seq: l.seq, Finished: l.eng.finished}
+		if l.link != nil {
+			l.link.send(*l.lastWM)
+		}
+	}
+}
+
+// shutdown stops the engine, waits for it, sends the last reports when a
+// link is up and lets the link flush.
+func (l *loop) shutdown() {
+	if l.eng != nil && l.eng.started && !l.eng.finished {
+		if l.eng.cancel != nil {
+			l.eng.cancel()
+		}
+		<-l.eng.done
+		l.eng.finished = true
+	}
+	l.flush()
+	for l.nbg > 0 {
+		b := <-l.built
+		l.nbg--
+		_ = b
+	}
+	if l.link != nil {
+		l.link.closeSend(5 * time.Second)
+	}
+}

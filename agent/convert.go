@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// Conversion between the generated protocol types and the domain types.
+
+func helloToPB(h hello, cfg hdr.Config) *pb.ConnectRequest {
+	return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Hello{Hello: &pb.Hello{
+		AgentId: h.ID, Index: int32(h.Index), Capacity: int32(h.Capacity), Version: h.Version,
+		HistogramConfig: &pb.HistogramConfig{
+			LowestMicros: cfg.LowestMicros, HighestMicros: cfg.HighestMicros, SignificantFigures: int32(cfg.SigFigs),
+		},
+		HistogramFingerprint: cfg.Fingerprint(), Incarnation: h.Incarnation,
+	}}}
+}
+
+func welcomeFromPB(w *pb.Welcome) welcome {
+	return welcome{Index: int(w.GetIndex()), Acked: w.GetAckedSeq(), Heartbeat: w.GetHeartbeatInterval().AsDuration()}
+}
+
+// requestToPB converts an outbound message. Reports whose histograms fail
+// to encode (which hdr only does on a bug) go out without them rather than
+// stalling the stream; the error is in the counters' absence.
+func requestToPB(m any) *pb.ConnectRequest {
+	switch m := m.(type) {
+	case ready:
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Ready{Ready: &pb.Ready{Epoch: m.Epoch}}}
+	case started:
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Started{Started: &pb.Started{
+			WindowId: m.Window, Offset: durationpb.New(m.Offset),
+		}}}
+	case report:
+		r, _ := reportToPB(m.Seq, m.Window)
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: r}}
+	case watermark:
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Watermark{Watermark: &pb.Watermark{
+			WindowId: m.Window, Seq: m.Seq, Finished: m.Finished,
+		}}}
+	case heartbeatOut:
+		active := make([]int64, len(m.Active))
+		for i, c := range m.Active {
+			active[i] = int64(c)
+		}
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Heartbeat{Heartbeat: &pb.Heartbeat{
+			SentAt: timestamppb.Now(), ActiveConversations: active,
+		}}}
+	}
+	panic(fmt.Sprintf("agent: no conversion for %T", m))
+}
+
+// reportToPB encodes one interval window as a protocol report.
+func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
+	r := &pb.Report{Seq: seq, WindowId: w.ID}
+	var firstErr error
+	for m, h := range w.Hist {
+		if h == nil || h.Count() == 0 && h.Clamped() == 0 {
+			continue
+		}
+		b, err := h.Encode()
+		if err != nil {
+			firstErr = err
+			continue
+		}
+		r.Metrics = append(r.Metrics, &pb.MetricHistogram{Metric: pb.Metric(m + 1), Histogram: b, Clamped: h.Clamped()})
+	}
+	for i, t := range w.Turns {
+		ts := &pb.TurnStats{
+			Turn: int32(i), Requests: t.Requests, PromptTokens: t.PromptTokens,
+			CachedTokens: t.CachedTokens, RequestsWithCache: t.RequestsWithCache,
+		}
+		if t.TTFT != nil && t.TTFT.Count() > 0 {
+			b, err := t.TTFT.Encode()
+			if err != nil {
+				firstErr = err
+			}
+			ts.Ttft, ts.TtftClamped = b, t.TTFT.Clamped()
+		}
+		r.Turns = append(r.Turns, ts)
+	}
+	c := w.Counters
+	r.Counters = &pb.Counters{
+		Requests: c.Requests, Failed: c.Failed, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens,
+		CachedTokens: c.CachedTokens, RequestsWithCache: c.RequestsWithCache, UsageMissing: c.UsageMissing,
+		ConversationsStarted: c.ConversationsStarted, ConversationsCompleted: c.ConversationsCompleted,
+		Restarted: c.Restarted, Fallbacks: c.Fallbacks, LateSends: c.LateSends, Dropped: c.Dropped,
+	}
+	if len(c.FailedByClass) > 0 {
+		r.Counters.FailedByClass = make(map[string]int64, len(c.FailedByClass))
+		for k, v := range c.FailedByClass {
+			r.Counters.FailedByClass[string(k)] = v
+		}
+	}
+	if !w.FirstSend.IsZero() {
+		r.FirstSend = timestamppb.New(w.FirstSend)
+	}
+	if !w.LastEnd.IsZero() {
+		r.LastEnd = timestamppb.New(w.LastEnd)
+	}
+	return r, firstErr
+}
+
+// responseFromPB converts a coordinator message.
+func responseFromPB(m *pb.ConnectResponse) (any, error) {
+	switch v := m.GetMsg().(type) {
+	case *pb.ConnectResponse_Welcome:
+		return welcomeFromPB(v.Welcome), nil
+	case *pb.ConnectResponse_Assignment:
+		a := v.Assignment
+		members := make([]int, len(a.GetMembers()))
+		for i, x := range a.GetMembers() {
+			members[i] = int(x)
+		}
+		restart := make([]int, len(a.GetRestartConversations()))
+		for i, x := range a.GetRestartConversations() {
+			restart[i] = int(x)
+		}
+		s := a.GetSpec()
+		return Assignment{
+			Epoch: a.GetEpoch(), Stage: int(a.GetStage()), Index: int(a.GetIndex()), Members: members,
+			Spec: Spec{
+				Target: s.GetTarget(), Model: s.GetModel(), Workload: s.GetWorkload(), Seed: s.GetSeed(),
+				MaxTokens: int(s.GetMaxTokens()), SessionHeader: s.GetSessionHeader(), Params: s.GetParams(),
+			},
+			Concurrency: int(a.GetConcurrency()), Level: int(a.GetLevel()), Rate: a.GetRequestRate(),
+			Mode: a.GetMode(), Restart: restart, Limit: int(a.GetConversationLimit()),
+		}, nil
+	case *pb.ConnectResponse_Phase:
+		p := v.Phase
+		var k Kind
+		switch p.GetKind() {
+		case pb.PhaseKind_PHASE_KIND_WARMUP:
+			k = KindWarmup
+		case pb.PhaseKind_PHASE_KIND_MEASURE:
+			k = KindMeasure
+		case pb.PhaseKind_PHASE_KIND_DRAIN:
+			k = KindDrain
+		default:
+			return nil, fmt.Errorf("convert phase: unknown kind %v", p.GetKind())
+		}
+		return phase{Window: p.GetWindowId(), Kind: k, StartAt: p.GetStartAt().AsTime(), Level: int(p.GetLevel()), Mode: p.GetMode()}, nil
+	case *pb.ConnectResponse_Ack:
+		return ack{Seq: v.Ack.GetSeq()}, nil
+	case *pb.ConnectResponse_Stop:
+		return stop{Reason: v.Stop.GetReason()}, nil
+	case *pb.ConnectResponse_Heartbeat:
+		return heartbeatIn{}, nil
+	}
+	return nil, fmt.Errorf("convert message: unknown message %T", m.GetMsg())
+}

@@ -1,0 +1,197 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+)
+
+// Defaults of Config's optional fields.
+const (
+	// DefaultHeartbeatInterval is how often each side sends a heartbeat
+	// (with up to 20% jitter).
+	DefaultHeartbeatInterval = time.Second
+	// DefaultHeartbeatTimeout is how long an agent may stay silent before
+	// it is declared lost and its sessions move to the others.
+	DefaultHeartbeatTimeout = 5 * time.Second
+	// DefaultStartDelay is the lead time between the start broadcast and
+	// the start instant, so every agent starts at the same moment.
+	DefaultStartDelay = 500 * time.Millisecond
+	// DefaultPhaseLead is how far ahead of a window boundary its Phase is
+	// sent.
+	DefaultPhaseLead = 100 * time.Millisecond
+	// DefaultGrace bounds how long a window waits for the watermarks of its
+	// agents after it ends; samples that arrive later are counted as late.
+	DefaultGrace = 30 * time.Second
+	// DefaultJoinTimeout bounds the wait for the expected agents.
+	DefaultJoinTimeout = 2 * time.Minute
+	// DefaultReadyTimeout bounds the wait for agents to warm up after an
+	// assignment.
+	DefaultReadyTimeout = 30 * time.Second
+	// MaxReruns caps how many windows one stage re-runs under PolicyRerun.
+	MaxReruns = 3
+)
+
+// Policy says what a run does when an agent is lost during a measured
+// window.
+type Policy string
+
+// Policies.
+const (
+	// PolicyContinue keeps the degraded window (marked degraded, with its
+	// coverage) and goes on.
+	PolicyContinue Policy = "continue"
+	// PolicyRerun marks the degraded window as re-run, leaves it out of the
+	// stage's result and measures one more window in its place.
+	PolicyRerun Policy = "rerun"
+	// PolicyFail ends the run with ErrAgentLost after recording what was
+	// measured.
+	PolicyFail Policy = "fail"
+)
+
+// ErrAgentLost is returned by Run under PolicyFail when an agent is lost
+// during a measured window.
+var ErrAgentLost = errors.New("agent lost")
+
+// Spec is the workload and target every agent runs; the coordinator passes
+// it through to agents unchanged.
+type Spec struct {
+	Target        string
+	Model         string
+	Workload      string
+	Seed          int64
+	MaxTokens     int
+	SessionHeader string
+	// Params carries workload- and engine-specific settings by flag name.
+	Params map[string]string
+}
+
+// Stage is one level of a run: a warm-up window, then measured windows.
+type Stage struct {
+	// Level is the closed loop's total concurrency, split across agents.
+	Level int
+	// RequestRate, when > 0, is the open loop's total rate per second,
+	// split across agents in proportion to their concurrency shares.
+	RequestRate float64
+	// Mode labels the routing mode under test.
+	Mode string
+	// Warmup is measured into a warm-up window, left out of results.
+	Warmup time.Duration
+	// Duration is the measured time, cut into windows of Config.Window.
+	Duration time.Duration
+	// Conversations, when > 0, bounds the conversation indices to
+	// 0..Conversations-1 (a fixed set); the stage then also ends early
+	// once every agent has run out of conversations.
+	Conversations int
+}
+
+// Config is a coordinator's configuration, read from flags.
+type Config struct {
+	// Agents is how many agents must join before the first stage starts.
+	Agents int
+	// Spec is what agents run.
+	Spec Spec
+	// Stages run in order; the agents keep their connections between them.
+	Stages []Stage
+	// Window is the length of a measured window; 0 means one window per
+	// stage.
+	Window time.Duration
+	// OnLoss is the agent-loss policy (default PolicyContinue).
+	OnLoss Policy
+	// Histogram is the geometry every agent must record with (default
+	// hdr.Default).
+	Histogram hdr.Config
+	// OutDir receives window-<id>.json as each window closes; empty writes
+	// nothing.
+	OutDir string
+
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	StartDelay        time.Duration
+	PhaseLead         time.Duration
+	Grace             time.Duration
+	JoinTimeout       time.Duration
+	ReadyTimeout      time.Duration
+}
+
+// withDefaults fills the zero optional fields.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	def(&c.StartDelay, DefaultStartDelay)
+	def(&c.PhaseLead, DefaultPhaseLead)
+	def(&c.Grace, DefaultGrace)
+	def(&c.JoinTimeout, DefaultJoinTimeout)
+	def(&c.ReadyTimeout, DefaultReadyTimeout)
+	if c.OnLoss == "" {
+		c.OnLoss = PolicyContinue
+	}
+	if c.Histogram == (hdr.Config{}) {
+		c.Histogram = hdr.Default
+	}
+	return c
+}
+
+// Validate reports every problem with the config at once.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Agents < 1 {
+		bad("agents %d: must be >= 1", c.Agents)
+	}
+	if len(c.Stages) == 0 {
+		bad("stages: at least one is required")
+	}
+	for i, s := range c.Stages {
+		if s.Level < 0 || (s.Level == 0 && s.RequestRate <= 0) {
+			bad("stage %d: level %d: must be >= 1 (or set a request rate)", i, s.Level)
+		}
+		if s.RequestRate < 0 {
+			bad("stage %d: request rate %v: must be >= 0", i, s.RequestRate)
+		}
+		if s.Warmup < 0 || s.Duration <= 0 {
+			bad("stage %d: warm-up %v and duration %v: need warm-up >= 0 and duration > 0", i, s.Warmup, s.Duration)
+		}
+		if s.Conversations < 0 {
+			bad("stage %d: conversations %d: must be >= 0", i, s.Conversations)
+		}
+	}
+	if c.Window < 0 {
+		bad("window %v: must be >= 0", c.Window)
+	}
+	switch c.OnLoss {
+	case PolicyContinue, PolicyRerun, PolicyFail:
+	default:
+		bad("on-loss %q: must be %q, %q or %q", c.OnLoss, PolicyContinue, PolicyRerun, PolicyFail)
+	}
+	if err := c.Histogram.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HeartbeatTimeout < 2*c.HeartbeatInterval {
+		bad("heartbeat timeout %v: must be at least twice the interval %v", c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	for name, d := range map[string]time.Duration{"heartbeat interval": c.HeartbeatInterval, "start delay": c.StartDelay,
+		"phase lead": c.PhaseLead, "grace": c.Grace, "join timeout": c.JoinTimeout, "ready timeout": c.ReadyTimeout} {
+		if d < 0 {
+			bad("%s %v: must be >= 0", name, d)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParsePolicy parses a --on-loss flag value.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyContinue, PolicyRerun, PolicyFail:
+		return p, nil
+	}
+	return "", fmt.Errorf("parse policy %q: must be %q, %q or %q", s, PolicyContinue, PolicyRerun, PolicyFail)
+}

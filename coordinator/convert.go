@@ -1,0 +1,168 @@
+package coordinator
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// Conversion between the generated protocol types and the domain types.
+// This file and server.go are the only ones that see generated code.
+
+func helloFromPB(h *pb.Hello) hello {
+	cfg := h.GetHistogramConfig()
+	return hello{
+		ID: h.GetAgentId(), Index: int(h.GetIndex()), Capacity: int(h.GetCapacity()), Version: h.GetVersion(),
+		Histogram: hdr.Config{
+			LowestMicros: cfg.GetLowestMicros(), HighestMicros: cfg.GetHighestMicros(), SigFigs: int(cfg.GetSignificantFigures()),
+		},
+		Fingerprint: h.GetHistogramFingerprint(), Incarnation: h.GetIncarnation(),
+	}
+}
+
+// messageFromPB converts an agent's message after Hello. Reports are
+// decoded with cfg, the geometry the agent was admitted with.
+func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
+	switch v := m.GetMsg().(type) {
+	case *pb.ConnectRequest_Ready:
+		return ready{Epoch: v.Ready.GetEpoch()}, nil
+	case *pb.ConnectRequest_Started:
+		return started{Window: v.Started.GetWindowId(), Offset: v.Started.GetOffset().AsDuration()}, nil
+	case *pb.ConnectRequest_Report:
+		w, err := windowFromPB(v.Report, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return report{Seq: v.Report.GetSeq(), Window: w}, nil
+	case *pb.ConnectRequest_Watermark:
+		return watermark{Window: v.Watermark.GetWindowId(), Seq: v.Watermark.GetSeq(), Finished: v.Watermark.GetFinished()}, nil
+	case *pb.ConnectRequest_Heartbeat:
+		active := make([]int, len(v.Heartbeat.GetActiveConversations()))
+		for i, c := range v.Heartbeat.GetActiveConversations() {
+			active[i] = int(c)
+		}
+		return heartbeat{Active: active}, nil
+	case *pb.ConnectRequest_Hello:
+		return nil, fmt.Errorf("convert message: hello after the stream opened")
+	}
+	return nil, fmt.Errorf("convert message: unknown message %T", m.GetMsg())
+}
+
+// windowFromPB decodes a report into a record.Window, refusing histograms
+// of another geometry.
+func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
+	// Only the histograms the report carries are allocated (a full-range
+	// histogram is hundreds of KB); nil entries read as empty.
+	w := &record.Window{ID: r.GetWindowId(), Config: cfg, Turns: make(map[int]*record.TurnStats, len(r.GetTurns()))}
+	for _, mh := range r.GetMetrics() {
+		m := record.Metric(mh.GetMetric() - 1)
+		if m < 0 || m >= record.NumMetrics {
+			return nil, fmt.Errorf("decode report %d: unknown metric %v", r.GetSeq(), mh.GetMetric())
+		}
+		h, err := decodeHist(cfg, mh.GetHistogram(), mh.GetClamped())
+		if err != nil {
+			return nil, fmt.Errorf("decode report %d %s: %w", r.GetSeq(), m, err)
+		}
+		w.Hist[m] = h
+	}
+	for _, t := range r.GetTurns() {
+		h, err := decodeHist(cfg, t.GetTtft(), t.GetTtftClamped())
+		if err != nil {
+			return nil, fmt.Errorf("decode report %d turn %d: %w", r.GetSeq(), t.GetTurn(), err)
+		}
+		w.Turns[record.TurnIndex(int(t.GetTurn()))] = &record.TurnStats{
+			TTFT: h, Requests: t.GetRequests(), PromptTokens: t.GetPromptTokens(),
+			CachedTokens: t.GetCachedTokens(), RequestsWithCache: t.GetRequestsWithCache(),
+		}
+	}
+	c := r.GetCounters()
+	w.Counters = record.Counters{
+		Requests: c.GetRequests(), Failed: c.GetFailed(), InputTokens: c.GetInputTokens(),
+		OutputTokens: c.GetOutputTokens(), CachedTokens: c.GetCachedTokens(), RequestsWithCache: c.GetRequestsWithCache(),
+		UsageMissing: c.GetUsageMissing(), ConversationsStarted: c.GetConversationsStarted(),
+		ConversationsCompleted: c.GetConversationsCompleted(), Restarted: c.GetRestarted(),
+		Fallbacks: c.GetFallbacks(), LateSends: c.GetLateSends(), Dropped: c.GetDropped(),
+	}
+	for k, v := range c.GetFailedByClass() {
+		if w.Counters.FailedByClass == nil {
+			w.Counters.FailedByClass = make(map[client.Class]int64)
+		}
+		w.Counters.FailedByClass[client.Class(k)] = v
+	}
+	if r.GetFirstSend() != nil {
+		w.FirstSend = r.GetFirstSend().AsTime()
+	}
+	if r.GetLastEnd() != nil {
+		w.LastEnd = r.GetLastEnd().AsTime()
+	}
+	return w, nil
+}
+
+func decodeHist(cfg hdr.Config, b []byte, clamped int64) (*hdr.Histogram, error) {
+	if len(b) == 0 {
+		return cfg.New(), nil
+	}
+	h, err := hdr.Decode(cfg, b)
+	if err != nil {
+		return nil, err
+	}
+	h.SetClamped(clamped)
+	return h, nil
+}
+
+// responseToPB converts an outbound domain message.
+func responseToPB(m any) (*pb.ConnectResponse, error) {
+	switch m := m.(type) {
+	case welcome:
+		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Welcome{Welcome: &pb.Welcome{
+			Index: int32(m.Index), AckedSeq: m.Acked, HeartbeatInterval: durationpb.New(m.Heartbeat),
+		}}}, nil
+	case assignment:
+		members := make([]int32, len(m.Members))
+		for i, x := range m.Members {
+			members[i] = int32(x)
+		}
+		restart := make([]int64, len(m.Restart))
+		for i, x := range m.Restart {
+			restart[i] = int64(x)
+		}
+		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Assignment{Assignment: &pb.Assignment{
+			Epoch: m.Epoch, Index: int32(m.Index), Members: members,
+			Spec: &pb.RunSpec{
+				Target: m.Spec.Target, Model: m.Spec.Model, Workload: m.Spec.Workload, Seed: m.Spec.Seed,
+				MaxTokens: int32(m.Spec.MaxTokens), SessionHeader: m.Spec.SessionHeader, Params: m.Spec.Params,
+			},
+			Concurrency: int32(m.Concurrency), Level: int32(m.Level), RequestRate: m.Rate, Mode: m.Mode,
+			RestartConversations: restart, Stage: uint32(m.Stage), ConversationLimit: int64(m.Limit),
+		}}}, nil
+	case phase:
+		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Phase{Phase: &pb.Phase{
+			WindowId: m.Window, Kind: kindToPB(m.Kind), StartAt: timestamppb.New(m.StartAt), Level: int32(m.Level), Mode: m.Mode,
+		}}}, nil
+	case ack:
+		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Ack{Ack: &pb.Ack{Seq: m.Seq}}}, nil
+	case stop:
+		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Stop{Stop: &pb.Stop{Reason: m.Reason}}}, nil
+	case heartbeat:
+		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Heartbeat{Heartbeat: &pb.Heartbeat{SentAt: timestamppb.Now()}}}, nil
+	}
+	return nil, fmt.Errorf("convert message: unknown message %T", m)
+}
+
+func kindToPB(k Kind) pb.PhaseKind {
+	switch k {
+	case KindWarmup:
+		return pb.PhaseKind_PHASE_KIND_WARMUP
+	case KindMeasure:
+		return pb.PhaseKind_PHASE_KIND_MEASURE
+	case KindDrain:
+		return pb.PhaseKind_PHASE_KIND_DRAIN
+	}
+	return pb.PhaseKind_PHASE_KIND_UNSPECIFIED
+}

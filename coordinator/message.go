@@ -1,0 +1,101 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// Kind is what a window is for.
+type Kind int
+
+// Window kinds.
+const (
+	KindWarmup Kind = iota + 1
+	KindMeasure
+	KindDrain
+)
+
+// String returns "warmup", "measure" or "drain".
+func (k Kind) String() string {
+	switch k {
+	case KindWarmup:
+		return "warmup"
+	case KindMeasure:
+		return "measure"
+	case KindDrain:
+		return "drain"
+	}
+	return "unknown"
+}
+
+// The domain messages of the protocol. The gRPC edge (server.go,
+// convert.go) converts the generated types to and from these; nothing else
+// in this package sees a generated type.
+
+// hello is an agent's first message.
+type hello struct {
+	ID          string
+	Index       int // -1: coordinator chooses
+	Capacity    int
+	Version     string
+	Histogram   hdr.Config
+	Fingerprint string
+	Incarnation uint64
+}
+
+type ready struct{ Epoch uint64 }
+
+type started struct {
+	Window uint32
+	Offset time.Duration
+}
+
+// report is one agent's interval data of one window.
+type report struct {
+	Seq    uint64
+	Window *record.Window
+}
+
+type watermark struct {
+	Window   uint32
+	Seq      uint64
+	Finished bool
+}
+
+type heartbeat struct{ Active []int }
+
+// Outbound messages.
+
+type welcome struct {
+	Index     int
+	Acked     uint64
+	Heartbeat time.Duration
+}
+
+type assignment struct {
+	Epoch       uint64
+	Stage       int
+	Index       int
+	Members     []int
+	Spec        Spec
+	Concurrency int
+	Level       int
+	Rate        float64
+	Mode        string
+	Restart     []int
+	Limit       int
+}
+
+type phase struct {
+	Window  uint32
+	Kind    Kind
+	StartAt time.Time
+	Level   int
+	Mode    string
+}
+
+type ack struct{ Seq uint64 }
+
+type stop struct{ Reason string }

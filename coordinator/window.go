@@ -1,0 +1,163 @@
+package coordinator
+
+import (
+	"slices"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// window is one coordinator window while it is open and after it closed.
+// It is owned by the run's goroutine.
+type window struct {
+	id         uint32
+	stage      int
+	kind       Kind
+	level      int
+	mode       string
+	start, end time.Time
+	cfg        hdr.Config
+
+	data         *record.Window
+	late         *record.Window
+	lateRequests int64
+	cover        map[string]*coverage
+
+	closed   bool
+	closedBy string
+	closedAt time.Time
+	degraded bool
+	rerun    bool
+}
+
+// coverage tracks one agent's part in a window.
+type coverage struct {
+	index    int
+	from     time.Time
+	lostAt   time.Time
+	lost     bool
+	reports  int
+	requests int64
+}
+
+func newWindow(id uint32, stage int, kind Kind, start time.Time, cfg hdr.Config) *window {
+	return &window{
+		id: id, stage: stage, kind: kind, start: start, cfg: cfg,
+		data:  record.NewWindow(id, cfg),
+		cover: make(map[string]*coverage),
+	}
+}
+
+// addMember records that m runs load in the window from t on.
+func (w *window) addMember(m *member, t time.Time) {
+	if c, ok := w.cover[m.id]; ok && !c.lost {
+		return
+	}
+	if t.Before(w.start) {
+		t = w.start
+	}
+	w.cover[m.id] = &coverage{index: m.index, from: t}
+}
+
+// lose marks m lost during the window; it reports whether m contributed.
+func (w *window) lose(m *member, now time.Time) bool {
+	c, ok := w.cover[m.id]
+	if !ok || c.lost {
+		return false
+	}
+	c.lost, c.lostAt = true, m.lostAt
+	w.degraded = true
+	return true
+}
+
+// apply merges one report of agent m. Reports after close are kept apart
+// as late samples: counted and written, never dropped.
+func (w *window) apply(m *member, rep *record.Window, out *writer) error {
+	if c, ok := w.cover[m.id]; ok {
+		c.reports++
+		c.requests += rep.Counters.Requests + rep.Counters.Failed
+	} else {
+		// A report of an agent that joined after the window opened.
+		w.cover[m.id] = &coverage{index: m.index, from: w.end, reports: 1, requests: rep.Counters.Requests + rep.Counters.Failed}
+	}
+	if !w.closed {
+		return w.data.Merge(rep)
+	}
+	if w.late == nil {
+		w.late = record.NewWindow(w.id, w.cfg)
+	}
+	if err := w.late.Merge(rep); err != nil {
+		return err
+	}
+	w.lateRequests += rep.Counters.Requests + rep.Counters.Failed
+	if out != nil {
+		return out.write(w)
+	}
+	return nil
+}
+
+// watermarksPassed reports whether every live contributing agent has
+// finished every turn of the window. Lost agents do not hold a window open.
+func (w *window) watermarksPassed(agents map[string]*member) bool {
+	for id, c := range w.cover {
+		m := agents[id]
+		if c.lost || m == nil || m.lost || m.finished {
+			continue // a finished agent sends no turn in any later window
+		}
+		if !m.hasWM || m.wm < w.id {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *window) close(by string, now time.Time) {
+	w.closed, w.closedBy, w.closedAt = true, by, now
+}
+
+// result snapshots the window for the caller.
+func (w *window) result() *WindowResult {
+	res := &WindowResult{
+		ID: w.id, Stage: w.stage, Kind: w.kind, Level: w.level, Mode: w.mode,
+		Start: w.start, End: w.end, Data: w.data.Clone(), LateRequests: w.lateRequests,
+		Degraded: w.degraded, Rerun: w.rerun, ClosedBy: w.closedBy,
+	}
+	if w.late != nil {
+		res.Late = w.late.Clone()
+	}
+	ids := make([]string, 0, len(w.cover))
+	for id := range w.cover {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c := w.cover[id]
+		res.Coverage = append(res.Coverage, c.result(id, w.start, w.end))
+	}
+	return res
+}
+
+// result computes the agent-seconds one agent gave the window [start, end)
+// and what its loss cost.
+func (c *coverage) result(id string, start, end time.Time) Coverage {
+	from := later(c.from, start)
+	to := end
+	lost := 0.0
+	if c.lost && c.lostAt.Before(end) {
+		to = later(c.lostAt, from)
+		lost = end.Sub(to).Seconds()
+	}
+	return Coverage{
+		Agent: id, Index: c.index, Seconds: max(to.Sub(from).Seconds(), 0),
+		LostSeconds: lost, Reports: c.reports, Requests: c.requests, Lost: c.lost,
+	}
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
