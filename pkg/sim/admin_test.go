@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fleetbench/fleetbench/pkg/openai"
 )
 
@@ -34,8 +36,9 @@ func TestAdminModeSwitchAndFrontendRestart(t *testing.T) {
 	}
 	// Round robin visits workers in order and restarts from worker-0 after
 	// a frontend restart.
+	sent := openai.CompletionRequest{Prompt: words(9, 100), MaxTokens: ptr(2)}
 	send := func() string {
-		r, err := post(ctx, c, s.URL(), "/v1/completions", openai.CompletionRequest{Prompt: words(9, 100), MaxTokens: ptr(2)})
+		r, err := post(ctx, c, s.URL(), "/v1/completions", sent)
 		if err != nil || r.status != 200 {
 			t.Fatalf("send: %v %+v", err, r)
 		}
@@ -44,7 +47,8 @@ func TestAdminModeSwitchAndFrontendRestart(t *testing.T) {
 	if a, b := send(), send(); a != "worker-0" || b != "worker-1" {
 		t.Fatalf("round robin gave %s, %s", a, b)
 	}
-	time.Sleep(10 * time.Millisecond)
+	sentTokens := completionTokens(sent.Prompt)
+	waitIndexed(t, s, sentTokens, len(sentTokens)/s.cfg.Engine.BlockSize)
 	var st State
 	if _, err := get(ctx, c, s.URL()+"/admin/state", &st); err != nil || st.IndexedBlocks == 0 {
 		t.Fatalf("indexer empty before restart: %v %+v", err, st)
@@ -73,7 +77,8 @@ func TestAdminModeSwitchAndFrontendRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	freshTokens := completionTokens(fresh.Prompt)
+	waitIndexed(t, s, freshTokens, len(freshTokens)/s.cfg.Engine.BlockSize)
 	r2, err := post(ctx, c, s.URL(), "/v1/completions", fresh)
 	if err != nil || r2.worker != r1.worker || r2.usage.PromptTokensDetails.CachedTokens < 288 {
 		t.Errorf("kv repeat: %v worker %s then %s, usage %+v", err, r1.worker, r2.worker, r2.usage)
@@ -81,10 +86,11 @@ func TestAdminModeSwitchAndFrontendRestart(t *testing.T) {
 }
 
 func TestRestartWorkersReadiness(t *testing.T) {
+	const scale = 10
 	s := startSim(t, func(c *Config) {
-		c.TimeScale = 10
-		c.StartupTime = 4 * time.Second       // 400 ms wall
-		c.ModelsListedAfter = 2 * time.Second // 200 ms wall
+		c.TimeScale = scale
+		c.StartupTime = 12 * time.Second      // 1.2 s wall
+		c.ModelsListedAfter = 6 * time.Second // 600 ms wall
 	})
 	c := testClient()
 	ctx := context.Background()
@@ -103,43 +109,92 @@ func TestRestartWorkersReadiness(t *testing.T) {
 		r, _ := post(ctx, c, s.URL(), "/v1/chat/completions", b)
 		inflight <- r
 	}()
-	time.Sleep(50 * time.Millisecond)
+	for running := 0.0; running == 0; time.Sleep(time.Millisecond) {
+		for _, w := range s.workers {
+			running += testutil.ToFloat64(w.m.running)
+		}
+	}
 	start := time.Now()
 	if r, err := post(ctx, c, s.URL(), "/admin/restart/workers", []byte("{}")); err != nil || r.status != 200 {
 		t.Fatalf("restart workers: %v %+v", err, r)
 	}
+
+	// Poll until the workers serve again. The phases are checked by their
+	// order and by when they may start at the earliest, not by sleeping
+	// into the middle of each, so a slow host cannot make this flake.
+	type obs struct {
+		at                        time.Duration
+		models, ready, completion int
+		health                    int
+		errType                   string
+		cached                    int
+	}
+	var seen []obs
+	for {
+		var o obs
+		var ml openai.ModelList
+		if _, err := get(ctx, c, s.URL()+"/v1/models", &ml); err != nil {
+			t.Fatal(err)
+		}
+		o.models = len(ml.Data)
+		o.ready, _ = get(ctx, c, s.URL()+"/health/ready", nil)
+		o.health, _ = get(ctx, c, s.URL()+"/health", nil)
+		r, err := post(ctx, c, s.URL(), "/v1/chat/completions", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.at, o.completion = time.Since(start), r.status
+		if r.errBody != nil {
+			o.errType = r.errBody.Error.Type
+		}
+		if r.usage != nil {
+			o.cached = r.usage.PromptTokensDetails.CachedTokens
+		}
+		seen = append(seen, o)
+		if o.completion == 200 || o.at > 10*time.Second {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	phase := map[int]int{404: 0, 503: 1, 200: 2}
+	first := map[int]time.Duration{}
+	last := -1
+	for _, o := range seen {
+		p, ok := phase[o.completion]
+		if !ok || p < last {
+			t.Fatalf("completion %d at %v after %v: want 404s (loading), then 503s (listed), then 200", o.completion, o.at, seen)
+		}
+		if _, ok := first[o.completion]; !ok {
+			first[o.completion] = o.at
+		}
+		last = p
+		// Calls go models, ready, health, completion: a phase seen by the
+		// completion held for the calls before it, except for the model
+		// list, which may have appeared just before a 503.
+		switch {
+		case o.health != 200:
+			t.Errorf("liveness %d while restarting (%+v)", o.health, o)
+		case o.completion == 404 && (o.models != 0 || o.ready != 503 || o.errType != "NotFoundError"):
+			t.Errorf("loading: %+v, want no models, not ready, NotFoundError", o)
+		case o.completion == 503 && (o.ready != 503 || o.errType != "ServiceUnavailableError"):
+			t.Errorf("listed: %+v, want not ready, ServiceUnavailableError", o)
+		case o.models > 0 && o.completion == 404:
+			t.Errorf("model listed, then completion 404: %+v", o)
+		case o.completion == 200 && o.cached != 0:
+			t.Errorf("after startup the cache is cold, got %d cached tokens", o.cached)
+		}
+	}
+	listed, ready := s.cfg.scaled(s.cfg.ModelsListedAfter), s.cfg.scaled(s.cfg.StartupTime)
+	t.Logf("%d polls; first 404 at %v, 503 at %v, 200 at %v (listed after %v, ready after %v)", len(seen), first[404], first[503], first[200], listed, ready)
+	for code, want := range map[int]time.Duration{503: listed, 200: ready} {
+		if at, ok := first[code]; !ok || at < want {
+			t.Errorf("first %d at %v (seen %v), want one, not before %v", code, at, ok, want)
+		}
+	}
+	if _, ok := first[404]; !ok {
+		t.Error("no poll saw the loading phase")
+	}
 	if r := <-inflight; r == nil || r.errBody == nil || !r.done {
 		t.Errorf("in-flight stream after restart: %+v", r)
-	}
-	var ml openai.ModelList
-	if st, _ := get(ctx, c, s.URL()+"/v1/models", &ml); st != 200 || len(ml.Data) != 0 {
-		t.Errorf("loading: /v1/models %d %+v", st, ml)
-	}
-	if st, _ := get(ctx, c, s.URL()+"/health/ready", nil); st != 503 {
-		t.Errorf("loading: ready %d", st)
-	}
-	if st, _ := get(ctx, c, s.URL()+"/health", nil); st != 200 {
-		t.Errorf("loading: health %d", st)
-	}
-	if r, _ := post(ctx, c, s.URL(), "/v1/chat/completions", body); r.status != 404 {
-		t.Errorf("loading: completion %d", r.status)
-	}
-	time.Sleep(time.Until(start.Add(260 * time.Millisecond)))
-	if st, _ := get(ctx, c, s.URL()+"/v1/models", &ml); st != 200 || len(ml.Data) != 1 || ml.Data[0].ID != s.cfg.Model {
-		t.Errorf("listed: /v1/models %d %+v", st, ml)
-	}
-	if r, _ := post(ctx, c, s.URL(), "/v1/chat/completions", body); r.status != 503 || r.errBody.Error.Type != "ServiceUnavailableError" {
-		t.Errorf("listed: completion %d %+v", r.status, r.errBody)
-	}
-	if st, _ := get(ctx, c, s.URL()+"/health/ready", nil); st != 503 {
-		t.Errorf("listed: ready %d", st)
-	}
-	time.Sleep(time.Until(start.Add(460 * time.Millisecond)))
-	if st, _ := get(ctx, c, s.URL()+"/health/ready", nil); st != 200 {
-		t.Errorf("after startup: ready %d", st)
-	}
-	r, err = post(ctx, c, s.URL(), "/v1/chat/completions", body)
-	if err != nil || r.status != 200 || r.usage.PromptTokensDetails.CachedTokens != 0 {
-		t.Errorf("after startup the cache is cold: %v %+v", err, r)
 	}
 }

@@ -29,16 +29,18 @@ type seq struct {
 	notify  chan struct{} // capacity 1; poked after each published change
 
 	// Engine-owned.
-	computed   int // tokens whose KV is computed
-	held       int // blocks held: hashedHeld cached + the rest private
+	queuedAt   time.Duration // worker's simulated clock when it joined the queue
+	computed   int           // tokens whose KV is computed
+	held       int           // blocks held: hashedHeld cached + the rest private
 	hashedHeld int
 	generated  int
 	queried    bool // prefix cache lookup counted
 
-	// Published: cached and firstAt are written before progress reaches 1;
-	// err is written before done.
+	// Published: cached, firstAt and simTTFT are written before progress
+	// reaches 1; err is written before done.
 	cached   int
 	firstAt  time.Time
+	simTTFT  time.Duration // simulated time from queuedAt to the first token
 	err      error
 	progress atomic.Int32
 	done     atomic.Bool
@@ -87,6 +89,10 @@ type worker struct {
 	plan    []planned
 	scratch []uint32
 	lastEv  int64
+	// clock is the worker's simulated time: the sum of the unscaled
+	// durations of the steps it has run. It does not advance while the
+	// worker is idle, and host load cannot stretch it.
+	clock time.Duration
 }
 
 type planned struct {
@@ -129,7 +135,7 @@ func (w *worker) run(ctx context.Context) {
 				w.failAll(errShutdown)
 				return
 			case s := <-w.submit:
-				w.waiting = append(w.waiting, s)
+				w.enqueue(s)
 			case c := <-w.ctrl:
 				w.control(c)
 			}
@@ -146,7 +152,8 @@ func (w *worker) run(ctx context.Context) {
 		if len(w.plan) == 0 {
 			continue
 		}
-		dur := w.stepTime()
+		cost := w.stepCost()
+		dur := time.Duration(float64(cost) / w.scale)
 		now := time.Now()
 		// Steps are laid end to end from the intended end of the previous
 		// one, so timer overshoot does not accumulate; after a stall
@@ -164,6 +171,7 @@ func (w *worker) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		prevEnd = end
+		w.clock += cost
 		w.apply(end)
 		w.flushEvents(end)
 	}
@@ -173,11 +181,20 @@ func (w *worker) drainSubmit() {
 	for {
 		select {
 		case s := <-w.submit:
-			w.waiting = append(w.waiting, s)
+			w.enqueue(s)
 		default:
 			return
 		}
 	}
+}
+
+// enqueue appends a newly submitted sequence to the waiting queue. Its
+// simulated TTFT counts from here: a step already running when it arrived
+// is not charged to it, as that depends on where in the step the host
+// delivered it.
+func (w *worker) enqueue(s *seq) {
+	s.queuedAt = w.clock
+	w.waiting = append(w.waiting, s)
 }
 
 func (w *worker) control(c ctrlMsg) {
@@ -206,9 +223,9 @@ func (w *worker) flushEvents(at time.Time) {
 	}
 }
 
-// stepTime is the wall duration of the planned step: base + prefill tokens
-// + decoding sequences + their attention over context, divided by scale.
-func (w *worker) stepTime() time.Duration {
+// stepCost is the simulated duration of the planned step: base + prefill
+// tokens + decoding sequences + their attention over context.
+func (w *worker) stepCost() time.Duration {
 	var prefill, decode, ctxTokens int
 	for _, p := range w.plan {
 		if p.s.generated == 0 || p.n > 1 {
@@ -219,9 +236,8 @@ func (w *worker) stepTime() time.Duration {
 		}
 	}
 	c := w.cfg
-	d := c.StepBase + time.Duration(prefill)*c.PrefillPerToken + time.Duration(decode)*c.DecodePerSeq +
+	return c.StepBase + time.Duration(prefill)*c.PrefillPerToken + time.Duration(decode)*c.DecodePerSeq +
 		time.Duration(int64(ctxTokens)*int64(c.AttentionPer1K)/1000)
-	return time.Duration(float64(d) / w.scale)
 }
 
 // ensure gives s the blocks for n more computed tokens.
@@ -370,7 +386,9 @@ func (w *worker) apply(now time.Time) {
 		}
 		if s.generated == 0 {
 			s.firstAt = now
+			s.simTTFT = w.clock - s.queuedAt
 			w.m.ttft.Observe(now.Sub(s.arrival).Seconds())
+			w.m.simTTFT.Observe(s.simTTFT.Seconds())
 			w.m.promptTokens.Add(float64(len(s.prompt)))
 		}
 		s.generated++

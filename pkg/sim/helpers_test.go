@@ -23,6 +23,13 @@ import (
 // startSim runs a simulator on a loopback port for the test's lifetime.
 func startSim(t testing.TB, mutate func(*Config)) *Sim {
 	t.Helper()
+	return startSimWith(t, mutate, nil)
+}
+
+// startSimWith is startSim with prepare called on the Sim before it serves,
+// to set hooks without racing the server's goroutines.
+func startSimWith(t testing.TB, mutate func(*Config), prepare func(*Sim)) *Sim {
+	t.Helper()
 	cfg, err := ProfileConfig(DefaultProfile)
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +43,9 @@ func startSim(t testing.TB, mutate func(*Config)) *Sim {
 	s, err := New(cfg, hclog.NewNullLogger(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -54,6 +64,30 @@ func startSim(t testing.TB, mutate func(*Config)) *Sim {
 		}
 	})
 	return s
+}
+
+// waitIndexed waits until the kv router's indexer shows some worker holding
+// the first n blocks of prompt. Block events reach it Config.EventDelay
+// after the step that stored them, or later on a loaded host, so tests
+// wait for the state instead of sleeping for a guessed time.
+func waitIndexed(t testing.TB, s *Sim, prompt []uint32, n int) {
+	t.Helper()
+	hashes := blockHashes(prompt, s.cfg.Engine.BlockSize)
+	if n > len(hashes) {
+		t.Fatalf("waitIndexed: prompt has %d full blocks, want %d", len(hashes), n)
+	}
+	overlap := make([]int, s.cfg.Replicas)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.idx.overlaps(hashes[:n], overlap)
+		if slices.Max(overlap) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("indexer shows overlaps %v after 10s, want %d on a worker", overlap, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func testClient() *http.Client {

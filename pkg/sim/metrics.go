@@ -12,7 +12,10 @@ import (
 // dashboards and scrapers written for the real stack work unchanged. vLLM
 // labels per engine with model_name and engine; the simulator adds worker,
 // the name sent in X-Fleetbench-Worker. Counters and histograms observe
-// wall time, which is what clients measure (simulated time / TimeScale).
+// wall time, which is what clients measure (simulated time / TimeScale),
+// except fleetbench_sim_time_to_first_token_simulated_seconds, which adds up
+// the engine's simulated step times and so is what the cost model implies
+// however loaded the host is.
 var (
 	vllmTTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
 		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
@@ -32,6 +35,7 @@ type metrics struct {
 	promptTokens  *prometheus.CounterVec
 	genTokens     *prometheus.CounterVec
 	ttft          *prometheus.HistogramVec
+	simTTFT       *prometheus.HistogramVec
 	preemptions   *prometheus.CounterVec
 	evictions     *prometheus.CounterVec
 
@@ -84,6 +88,11 @@ func newMetrics() *metrics {
 			Help:    "Histogram of time to first token in seconds.",
 			Buckets: vllmTTFTBuckets,
 		}, wl),
+		simTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fleetbench_sim_time_to_first_token_simulated_seconds",
+			Help:    "Time to first token in simulated seconds (not divided by the time scale): engine step time from the request joining the worker's queue to its first token. Host load does not stretch it.",
+			Buckets: vllmTTFTBuckets,
+		}, wl),
 		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm:num_preemptions_total",
 			Help: "Cumulative number of preemption from the engine.",
@@ -130,7 +139,7 @@ func newMetrics() *metrics {
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.prefixQueries, m.prefixHits, m.kvUsage, m.running, m.waiting, m.success,
-		m.promptTokens, m.genTokens, m.ttft, m.preemptions, m.evictions,
+		m.promptTokens, m.genTokens, m.ttft, m.simTTFT, m.preemptions, m.evictions,
 		m.feRequests, m.feCached, m.feISL, m.feOutput, m.feTTFT, m.feInflight, m.routed,
 	}
 }
@@ -150,7 +159,7 @@ type workerMetrics struct {
 	kvUsage, running, waiting prometheus.Gauge
 	stop, length, abort       prometheus.Counter
 	promptTokens, genTokens   prometheus.Counter
-	ttft                      prometheus.Observer
+	ttft, simTTFT             prometheus.Observer
 	preemptions, evictions    prometheus.Counter
 }
 
@@ -171,6 +180,7 @@ func (m *metrics) forWorker(model string, w int) *workerMetrics {
 		promptTokens:  m.promptTokens.With(l),
 		genTokens:     m.genTokens.With(l),
 		ttft:          m.ttft.With(l),
+		simTTFT:       m.simTTFT.With(l),
 		preemptions:   m.preemptions.With(l),
 		evictions:     m.evictions.With(l),
 	}

@@ -31,37 +31,9 @@ func (s *Sim) routes() http.Handler {
 	mux.HandleFunc("POST /admin/restart/workers", s.handleRestartWorkers)
 	mux.HandleFunc("GET /admin/state", s.handleState)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "Not Found")
+		writeAPIError(w, httpError(http.StatusNotFound))
 	})
 	return mux
-}
-
-// writeError writes a vLLM-style error body, {"error": {"message", "type",
-// "param", "code"}}, whose type is derived from the status as vLLM does
-// (400 BadRequestError, 404 NotFoundError, ...).
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(errorBody(status, msg))
-}
-
-func errorBody(status int, msg string) openai.ErrorResponse {
-	typ := strings.ReplaceAll(http.StatusText(status), " ", "")
-	switch status {
-	case http.StatusBadRequest:
-		typ = "BadRequestError"
-	case http.StatusNotFound:
-		typ = "NotFoundError"
-	case http.StatusInternalServerError:
-		typ = "InternalServerError"
-	case http.StatusServiceUnavailable:
-		typ = "ServiceUnavailableError"
-	}
-	return openai.ErrorResponse{Error: openai.ErrorDetail{
-		Message: msg,
-		Type:    typ,
-		Code:    json.RawMessage(strconv.Itoa(status)),
-	}}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -77,7 +49,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // measures.
 func (s *Sim) handleModels(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		writeAPIError(w, httpError(http.StatusMethodNotAllowed))
 		return
 	}
 	list := openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{}}
@@ -118,27 +90,27 @@ func (s *Sim) handleAdminRouter(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPut, http.MethodPost:
 		b, err := io.ReadAll(io.LimitReader(r.Body, 4096))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+			writeAPIError(w, &apiError{status: http.StatusBadRequest, typ: typeBadRequest, msg: "read body: " + err.Error()})
 			return
 		}
 		name := strings.TrimSpace(string(b))
 		var mb modeBody
 		if strings.HasPrefix(name, "{") {
 			if err := json.Unmarshal(b, &mb); err != nil {
-				writeError(w, http.StatusBadRequest, "invalid JSON: "+err.Error())
+				writeAPIError(w, decodeError(err))
 				return
 			}
 			name = string(mb.Mode)
 		}
 		m, err := ParseMode(name)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			writeAPIError(w, &apiError{status: http.StatusBadRequest, typ: typeBadRequest, param: "mode", msg: err.Error()})
 			return
 		}
 		s.SetMode(m)
 		writeJSON(w, http.StatusOK, modeBody{Mode: m})
 	default:
-		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		writeAPIError(w, httpError(http.StatusMethodNotAllowed))
 	}
 }
 
@@ -149,7 +121,7 @@ func (s *Sim) handleRestartFrontend(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Sim) handleRestartWorkers(w http.ResponseWriter, r *http.Request) {
 	if err := s.RestartWorkers(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "restart workers: "+err.Error())
+		writeAPIError(w, &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, msg: "restart workers: " + err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -199,8 +171,14 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &body) {
 		return
 	}
-	if len(body.Messages) == 0 {
-		s.reject(w, "chat_completions", body.Stream, http.StatusBadRequest, "messages: field required and must be a non-empty list")
+	switch {
+	case body.Messages == nil:
+		s.reject(w, "chat_completions", body.Stream, validationError("missing", "Field required", "body", "messages"))
+		return
+	case len(body.Messages) == 0:
+		// vLLM would render an empty conversation; OpenAI rejects it, and
+		// so does the simulator, in vLLM's words for a too short list.
+		s.reject(w, "chat_completions", body.Stream, validationError("too_short", "List should have at least 1 item after validation, not 0", "body", "messages"))
 		return
 	}
 	req := &request{
@@ -229,7 +207,8 @@ func (s *Sim) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Prompt == "" {
-		s.reject(w, "completions", body.Stream, http.StatusBadRequest, "prompt: field required and must be a non-empty string")
+		// vLLM's CompletionRequest validator, for a missing or empty prompt.
+		s.reject(w, "completions", body.Stream, validationError("value_error", "Value error, Either prompt or prompt_embeds must be provided and non-empty.", "body"))
 		return
 	}
 	req := &request{
@@ -246,65 +225,74 @@ func (s *Sim) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	s.serveRequest(w, r, req)
 }
 
-// decode reads a JSON body; on failure it has answered 400 (or 405).
+// decode reads a JSON body; on failure it has answered 400 (or 405) with
+// the validation error vLLM's FastAPI app would give.
 func (s *Sim) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		writeAPIError(w, httpError(http.StatusMethodNotAllowed))
 		return false
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		writeAPIError(w, &apiError{status: http.StatusBadRequest, typ: typeBadRequest, msg: "read body: " + err.Error()})
 		return false
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		writeAPIError(w, decodeError(err))
 		return false
 	}
 	return true
 }
 
-func (s *Sim) reject(w http.ResponseWriter, endpoint string, stream bool, status int, msg string) {
+func (s *Sim) reject(w http.ResponseWriter, endpoint string, stream bool, e *apiError) {
 	rt := "unary"
 	if stream {
 		rt = "stream"
 	}
 	s.m.feRequests.WithLabelValues(s.cfg.Model, endpoint, rt, "error").Inc()
-	writeError(w, status, msg)
+	writeAPIError(w, e)
 }
 
-// validate checks req against the model and works out the length limits.
-func (s *Sim) validate(req *request) (lengthParams, int, string) {
+// validate checks req against the model and works out the length limits,
+// in the order and words of vLLM's OpenAIServing._check_model,
+// _validate_input and SamplingParams._verify_args.
+func (s *Sim) validate(req *request) (lengthParams, *apiError) {
 	if req.model != "" && req.model != s.cfg.Model {
-		return lengthParams{}, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", req.model)
+		return lengthParams{}, &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "model",
+			msg: fmt.Sprintf("The model `%s` does not exist.", req.model)}
 	}
 	maxLen := s.cfg.Engine.MaxModelLen
 	n := len(req.prompt)
 	if n >= maxLen {
-		return lengthParams{}, http.StatusBadRequest, fmt.Sprintf(
-			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, n)
+		return lengthParams{}, paramError("input_tokens", n, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, n))
 	}
 	p := lengthParams{maxTokens: maxLen - n, ignoreEOS: req.ignoreEOS}
 	if req.maxTokens != nil {
 		mt := *req.maxTokens
-		if mt < 1 {
-			return p, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", mt)
-		}
 		if n+mt > maxLen {
-			return p, http.StatusBadRequest, fmt.Sprintf(
-				"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-				maxLen, n+mt, n, mt)
+			return p, paramError("max_tokens", mt, fmt.Sprintf(
+				"'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
+				mt, maxLen, n, mt, maxLen, n))
+		}
+		if mt < 1 {
+			return p, paramError("max_tokens", mt, fmt.Sprintf("max_tokens must be at least 1, got %d.", mt))
 		}
 		p.maxTokens, p.capped = mt, true
 	}
 	if req.minTokens != nil {
 		mt := *req.minTokens
-		if mt < 0 || mt > p.maxTokens {
-			return p, http.StatusBadRequest, fmt.Sprintf("min_tokens must be between 0 and max_tokens=%d, got %d.", p.maxTokens, mt)
+		switch {
+		case mt < 0:
+			return p, &apiError{status: http.StatusBadRequest, typ: typeBadRequest,
+				msg: fmt.Sprintf("min_tokens must be greater than or equal to 0, got %d.", mt)}
+		case mt > p.maxTokens:
+			return p, &apiError{status: http.StatusBadRequest, typ: typeBadRequest,
+				msg: fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", p.maxTokens, mt)}
 		}
 		p.minTokens = mt
 	}
-	return p, 0, ""
+	return p, nil
 }
 
 func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request) {
@@ -315,15 +303,17 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	switch s.phase(start) {
 	case phaseLoading:
-		s.reject(w, endpoint, req.stream, http.StatusNotFound, fmt.Sprintf("Model not found: %s", req.model))
+		s.reject(w, endpoint, req.stream, &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "model",
+			msg: fmt.Sprintf("Model not found: %s", req.model)})
 		return
 	case phaseListed:
-		s.reject(w, endpoint, req.stream, http.StatusServiceUnavailable, "The model is loading; no worker is ready to serve it yet.")
+		s.reject(w, endpoint, req.stream, &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable,
+			msg: "The model is loading; no worker is ready to serve it yet."})
 		return
 	}
-	lp, status, msg := s.validate(req)
-	if status != 0 {
-		s.reject(w, endpoint, req.stream, status, msg)
+	lp, aerr := s.validate(req)
+	if aerr != nil {
+		s.reject(w, endpoint, req.stream, aerr)
 		return
 	}
 
@@ -351,7 +341,7 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 	case <-ctx.Done():
 		return
 	case <-s.quit:
-		s.reject(w, endpoint, req.stream, http.StatusServiceUnavailable, errShutdown.Error())
+		s.reject(w, endpoint, req.stream, &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, msg: errShutdown.Error()})
 		return
 	}
 	w.Header().Set(WorkerHeader, wk.name)
@@ -381,6 +371,9 @@ func (s *Sim) firstToken(sq *seq, t *ticket, start time.Time) {
 	s.router.prefillDone(t)
 	s.m.feTTFT.WithLabelValues(s.cfg.Model).Observe(time.Since(start).Seconds())
 	s.m.feCached.WithLabelValues(s.cfg.Model).Observe(float64(sq.cached))
+	if s.onFirstToken != nil {
+		s.onFirstToken(t.worker, sq.simTTFT)
+	}
 }
 
 func (s *Sim) usage(sq *seq, n int) *openai.Usage {
@@ -415,7 +408,7 @@ func (s *Sim) unary(w http.ResponseWriter, r *http.Request, req *request, sq *se
 		if sq.err != nil {
 			msg = sq.err.Error()
 		}
-		writeError(w, http.StatusInternalServerError, msg)
+		writeAPIError(w, &apiError{status: http.StatusInternalServerError, typ: typeInternal, msg: msg})
 		return errors.New(msg)
 	}
 	s.m.feOutput.WithLabelValues(s.cfg.Model).Add(float64(n))
@@ -519,7 +512,8 @@ func (s *Sim) stream(w http.ResponseWriter, r *http.Request, req *request, sq *s
 					msg = sq.err.Error()
 				}
 				err = errors.New(msg)
-				b, _ := json.Marshal(errorBody(http.StatusInternalServerError, msg))
+				ae := apiError{status: http.StatusInternalServerError, typ: typeInternal, msg: msg}
+				b, _ := json.Marshal(ae.body())
 				buf = append(buf, "data: "...)
 				buf = append(buf, b...)
 				buf = append(buf, "\n\n"...)

@@ -48,6 +48,10 @@ type Sim struct {
 	created int64
 	reqID   atomic.Uint64
 	quit    chan struct{} // closed when the engines stop
+	// onFirstToken, when set before serving, is called by the handler of
+	// each request that gets a first token, with its simulated TTFT. Tests
+	// use it for exact percentiles the metrics' buckets cannot give.
+	onFirstToken func(worker int, simTTFT time.Duration)
 
 	life      sync.Mutex
 	bootStart time.Time // start of the current startup; zero when ready

@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -99,14 +100,14 @@ func TestStreamingFormatAndUsage(t *testing.T) {
 	}
 	// The second turn, resending the reply, hits the first turn's blocks,
 	// including those of the reply.
-	time.Sleep(5 * time.Millisecond) // > event delay / time scale
 	msgs = append(msgs, openai.Message{Role: openai.RoleAssistant, Content: r1.content}, openai.Message{Role: openai.RoleUser, Content: "Why?"})
+	bs := s.cfg.Engine.BlockSize
+	wantCached := (u.PromptTokens + u.CompletionTokens - 1) / bs * bs
+	waitIndexed(t, s, chatTokens(msgs), wantCached/bs)
 	r2, err := post(ctx, c, s.URL(), "/v1/chat/completions", chatBody(msgs, 40))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs := s.cfg.Engine.BlockSize
-	wantCached := (u.PromptTokens + u.CompletionTokens - 1) / bs * bs
 	if r2.worker != r1.worker || r2.usage.PromptTokensDetails.CachedTokens != wantCached {
 		t.Errorf("turn 2 on %s (turn 1 on %s) cached %d, want %d", r2.worker, r1.worker, r2.usage.PromptTokensDetails.CachedTokens, wantCached)
 	}
@@ -176,38 +177,91 @@ func TestErrorResponses(t *testing.T) {
 	c := testClient()
 	ctx := context.Background()
 	user := []openai.Message{{Role: openai.RoleUser, Content: "hi"}}
+	// Types, params and messages as vLLM (vllm/entrypoints/openai/engine/
+	// serving.py create_error_response, serve/utils/server_utils.py
+	// validation_exception_handler) writes them.
 	cases := []struct {
 		name   string
+		method string
 		path   string
 		body   any
 		status int
 		typ    string
+		param  any // nil for JSON null
+		msg    string
 	}{
-		{"invalid json", "/v1/chat/completions", []byte("{not json"), 400, "BadRequestError"},
-		{"unknown model", "/v1/chat/completions", openai.ChatCompletionRequest{Model: "gpt-9", Messages: user}, 404, "NotFoundError"},
-		{"missing messages", "/v1/chat/completions", map[string]any{"model": s.cfg.Model}, 400, "BadRequestError"},
-		{"prompt too long", "/v1/chat/completions", openai.ChatCompletionRequest{Messages: []openai.Message{{Role: "user", Content: words(3, 1200)}}}, 400, "BadRequestError"},
-		{"prompt plus max_tokens too long", "/v1/completions", openai.CompletionRequest{Prompt: words(4, 900), MaxTokens: ptr(200)}, 400, "BadRequestError"},
-		{"max_tokens zero", "/v1/completions", openai.CompletionRequest{Prompt: "x", MaxTokens: ptr(0)}, 400, "BadRequestError"},
-		{"min above max", "/v1/completions", openai.CompletionRequest{Prompt: "x", MaxTokens: ptr(3), MinTokens: ptr(5)}, 400, "BadRequestError"},
-		{"empty prompt", "/v1/completions", openai.CompletionRequest{Prompt: ""}, 400, "BadRequestError"},
+		{"invalid json", "POST", "/v1/chat/completions", []byte("{not json"), 400, "Bad Request", "body.2", "'type': 'json_invalid'"},
+		{"body not an object", "POST", "/v1/completions", []byte("[1]"), 400, "Bad Request", "body", "'loc': ('body',)"},
+		{"max_tokens not a number", "POST", "/v1/completions", []byte(`{"prompt":"x","max_tokens":"9"}`), 400, "Bad Request", "body.max_tokens", "valid integer"},
+		{"unknown model", "POST", "/v1/chat/completions", openai.ChatCompletionRequest{Model: "gpt-9", Messages: user}, 404, "NotFoundError", "model", "The model `gpt-9` does not exist."},
+		{"missing messages", "POST", "/v1/chat/completions", map[string]any{"model": s.cfg.Model}, 400, "Bad Request", "body.messages", "Field required"},
+		{"prompt too long", "POST", "/v1/chat/completions", openai.ChatCompletionRequest{Messages: []openai.Message{{Role: "user", Content: words(3, 1200)}}}, 400, "BadRequestError", "input_tokens", "maximum context length is 1000 tokens"},
+		{"prompt plus max_tokens too long", "POST", "/v1/completions", openai.CompletionRequest{Prompt: words(4, 900), MaxTokens: ptr(200)}, 400, "BadRequestError", "max_tokens", "'max_tokens' or 'max_completion_tokens' is too large: 200."},
+		{"max_tokens zero", "POST", "/v1/completions", openai.CompletionRequest{Prompt: "x", MaxTokens: ptr(0)}, 400, "BadRequestError", "max_tokens", "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)"},
+		{"min above max", "POST", "/v1/completions", openai.CompletionRequest{Prompt: "x", MaxTokens: ptr(3), MinTokens: ptr(5)}, 400, "BadRequestError", nil, "min_tokens must be less than or equal to max_tokens=3, got 5."},
+		{"min negative", "POST", "/v1/completions", openai.CompletionRequest{Prompt: "x", MinTokens: ptr(-1)}, 400, "BadRequestError", nil, "min_tokens must be greater than or equal to 0, got -1."},
+		{"empty prompt", "POST", "/v1/completions", openai.CompletionRequest{Prompt: ""}, 400, "Bad Request", "body", "Either prompt or prompt_embeds must be provided and non-empty."},
+		{"GET on a POST endpoint", "GET", "/v1/chat/completions", nil, 405, "Method Not Allowed", nil, "Method Not Allowed"},
+		{"unknown path", "POST", "/v1/embeddings", []byte("{}"), 404, "Not Found", nil, "Not Found"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := post(ctx, c, s.URL(), tc.path, tc.body)
+			b, ok := tc.body.([]byte)
+			if !ok && tc.body != nil {
+				var err error
+				if b, err = json.Marshal(tc.body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			req, err := http.NewRequestWithContext(ctx, tc.method, s.URL()+tc.path, bytes.NewReader(b))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.status != tc.status || r.errBody == nil || r.errBody.Error.Type != tc.typ || string(r.errBody.Error.Code) != strconv.Itoa(tc.status) || r.errBody.Error.Message == "" {
-				t.Fatalf("status %d body %+v", r.status, r.errBody)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := mustRead(resp)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, content type %q, want %d JSON: %s", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status, raw)
+			}
+			info := checkErrorBody(t, []byte(raw), tc.status)
+			if info["type"] != tc.typ || info["param"] != tc.param || !strings.Contains(info["message"].(string), tc.msg) {
+				t.Errorf("type %q param %v message %q; want %q, %v, containing %q", info["type"], info["param"], info["message"], tc.typ, tc.param, tc.msg)
 			}
 		})
-	}
-	// GET on a POST endpoint.
-	if st, _ := get(ctx, c, s.URL()+"/v1/chat/completions", nil); st != http.StatusMethodNotAllowed {
-		t.Errorf("GET chat completions: %d", st)
 	}
 	if got := testutil.ToFloat64(s.m.feRequests.WithLabelValues(s.cfg.Model, "chat_completions", "unary", "error")); got < 3 {
 		t.Errorf("dynamo_frontend_requests_total errors = %v", got)
 	}
+}
+
+// checkErrorBody checks that raw is exactly vLLM's error layout,
+// {"error": {"message", "type", "param", "code"}} with param present (null
+// or a string) and code the status, and returns the inner object.
+func checkErrorBody(t testing.TB, raw []byte, status int) map[string]any {
+	t.Helper()
+	var outer map[string]map[string]any
+	if err := json.Unmarshal(raw, &outer); err != nil || len(outer) != 1 || outer["error"] == nil {
+		t.Fatalf("error body %s: want one key \"error\" holding an object (%v)", raw, err)
+	}
+	info := outer["error"]
+	keys := slices.Sorted(maps.Keys(info))
+	if !slices.Equal(keys, []string{"code", "message", "param", "type"}) {
+		t.Fatalf("error body %s: keys %v, want code message param type", raw, keys)
+	}
+	if code, ok := info["code"].(float64); !ok || int(code) != status {
+		t.Errorf("error body %s: code %v, want the number %d", raw, info["code"], status)
+	}
+	if msg, ok := info["message"].(string); !ok || msg == "" {
+		t.Errorf("error body %s: message %v", raw, info["message"])
+	}
+	if typ, ok := info["type"].(string); !ok || typ == "" {
+		t.Errorf("error body %s: type %v", raw, info["type"])
+	}
+	if p, ok := info["param"].(string); info["param"] != nil && (!ok || p == "") {
+		t.Errorf("error body %s: param %v, want null or a name", raw, info["param"])
+	}
+	return info
 }
