@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/openai"
+)
+
+const testAPIKey = "sk-fleetbench-test-key-0123456789"
+
+// sseServer answers chat completions with five tokens 10 ms apart and
+// usage, checking the API key and that each request carries a history.
+func sseServer(t *testing.T, requests *atomic.Int64) *httptest.Server {
+	t.Helper()
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+testAPIKey {
+			http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+			return
+		}
+		var req openai.ChatCompletionRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) < 2 || !req.Stream {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		requests.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := range 5 {
+			time.Sleep(10 * time.Millisecond)
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"},\"finish_reason\":null}]}\n\n", i)
+			_ = rc.Flush()
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":120,\"completion_tokens\":5,\"total_tokens\":125,\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		_ = rc.Flush()
+	}))
+}
+
+func runCommand(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = runMain(ctx, func() {}, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func readResult(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		t.Fatalf("read result.json: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("parse result.json: %v\n%s", err, b)
+	}
+	return m
+}
+
+func TestRunAgainstServer(t *testing.T) {
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	var requests atomic.Int64
+	srv := sseServer(t, &requests)
+	defer srv.Close()
+	dir := t.TempDir()
+	code, stdout, stderr := runCommand(t.Context(), "run", "--target", srv.URL, "--model", "m",
+		"--concurrency", "4", "--warmup", "300ms", "--duration", "1s", "--turns", "2-3",
+		"--prompt-tokens", "300", "--documents", "2", "--max-tokens", "16", "--api-key-env", "FLEETBENCH_TEST_KEY",
+		"--session-header", "X-Session-ID", "--percentiles", "50,90,99", "--out", dir, "--save-requests")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"Serving Benchmark Result", "Successful requests:", "Failed requests:", "P90 TTFT (ms):", "Maximum request concurrency:"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout+stderr, testAPIKey) {
+		t.Error("the API key was printed")
+	}
+	res := readResult(t, dir)
+	completed, _ := res["completed"].(float64)
+	// 4 sessions, ~60 ms turns, 1 s: roughly 60 turns.
+	if completed < 20 || int64(completed) >= requests.Load() {
+		t.Errorf("completed %v of %d requests served: want the measurement window only", completed, requests.Load())
+	}
+	if res["failed"].(float64) != 0 || res["max_concurrency"].(float64) != 4 {
+		t.Errorf("failed %v max_concurrency %v", res["failed"], res["max_concurrency"])
+	}
+	if _, ok := res["interrupted"]; ok {
+		t.Error("a full run is marked interrupted")
+	}
+	if d := res["duration"].(float64); d < 0.99 || d > 1.01 {
+		t.Errorf("duration %v, want 1", d)
+	}
+	b, _ := json.Marshal(res)
+	if strings.Contains(string(b), testAPIKey) {
+		t.Error("result.json holds the API key")
+	}
+
+	// requests.jsonl has every turn, warm-up (window 0) included.
+	f, err := os.Open(filepath.Join(dir, "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	windows := map[float64]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("requests.jsonl: %v", err)
+		}
+		windows[line["window"].(float64)]++
+	}
+	if windows[0] == 0 || float64(windows[1]) != completed || int64(windows[0]+windows[1]) != requests.Load() {
+		t.Errorf("requests.jsonl windows %v, completed %v, served %d", windows, completed, requests.Load())
+	}
+}
+
+func TestRunInterruptedWritesPartialResult(t *testing.T) {
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	var requests atomic.Int64
+	srv := sseServer(t, &requests)
+	defer srv.Close()
+	dir := t.TempDir()
+	// A signal cancels the context (signal.NotifyContext).
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	time.AfterFunc(1200*time.Millisecond, cancel)
+	code, stdout, stderr := runCommand(ctx, "run", "--target", srv.URL, "--model", "m",
+		"--concurrency", "3", "--warmup", "200ms", "--duration", "1m", "--api-key-env", "FLEETBENCH_TEST_KEY",
+		"--prompt-tokens", "300", "--out", dir)
+	if code != exitInterrupted {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitInterrupted, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "Serving Benchmark Result") || !strings.Contains(stdout, "Interrupted") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	res := readResult(t, dir)
+	if res["interrupted"] != true {
+		t.Errorf("interrupted = %v, want true", res["interrupted"])
+	}
+	if d := res["duration"].(float64); d < 0.5 || d > 1+interruptDrain.Seconds() {
+		t.Errorf("duration %v, want about 1 s (the part measured)", d)
+	}
+	if res["completed"].(float64) == 0 {
+		t.Error("nothing completed")
+	}
+}
+
+func TestRunAgainstBuiltInSimulator(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCommand(t.Context(), "run", "--concurrency", "8", "--warmup", "500ms",
+		"--duration", "2s", "--sim-time-scale", "20", "--sim-replicas", "2", "--max-tokens", "64",
+		"--prompt-tokens", "500", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResult(t, dir)
+	if res["completed"].(float64) == 0 || res["failed"].(float64) != 0 {
+		t.Errorf("completed %v failed %v\nstderr:\n%s", res["completed"], res["failed"], stderr)
+	}
+	if !strings.Contains(stdout, "Serving Benchmark Result") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"no out", []string{"--concurrency", "2"}},
+		{"no load", []string{"--out", "x"}},
+		{"concurrency with rate", []string{"--out", "x", "--concurrency", "2", "--request-rate", "3"}},
+		{"burstiness in closed loop", []string{"--out", "x", "--concurrency", "2", "--burstiness", "0.5"}},
+		{"bad turns", []string{"--out", "x", "--concurrency", "2", "--turns", "5-3"}},
+		{"target without model", []string{"--out", "x", "--concurrency", "2", "--target", "http://h"}},
+		{"bad percentiles", []string{"--out", "x", "--concurrency", "2", "--percentiles", "0,101"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCommand(t.Context(), append([]string{"run"}, tt.args...)...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+			}
+		})
+	}
+}
+
+func TestRunOpenLoopBudget(t *testing.T) {
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	var requests atomic.Int64
+	srv := sseServer(t, &requests)
+	defer srv.Close()
+	dir := t.TempDir()
+	code, stdout, stderr := runCommand(t.Context(), "run", "--target", srv.URL, "--model", "m",
+		"--request-rate", "40", "--arrival", "gamma", "--burstiness", "0.5", "--max-concurrency", "4",
+		"--num-prompts", "15", "--single-turn", "--api-key-env", "FLEETBENCH_TEST_KEY", "--prompt-tokens", "300", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResult(t, dir)
+	if res["completed"].(float64) != 15 || requests.Load() != 15 {
+		t.Errorf("completed %v, served %d; want the budget of 15", res["completed"], requests.Load())
+	}
+	if res["request_rate"].(float64) != 40 || res["burstiness"].(float64) != 0.5 || res["max_concurrency"].(float64) != 4 {
+		t.Errorf("request_rate %v burstiness %v max_concurrency %v", res["request_rate"], res["burstiness"], res["max_concurrency"])
+	}
+	if !strings.Contains(stdout, "Request rate configured (RPS):") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+}
