@@ -103,7 +103,9 @@ func TestThinkTimeSetsIntendedSend(t *testing.T) {
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), 7*time.Second+500*time.Millisecond)
 		defer cancel()
-		<-start(ctx, e)
+		if err := <-start(ctx, e); err != nil {
+			t.Fatalf("run: %v", err)
+		}
 		// Conversation 0: 0s, 1s+2s; conversation 1: 4s, 5s+2s.
 		want := []time.Duration{0, 3 * time.Second, 4 * time.Second, 7 * time.Second}
 		var got []time.Duration
@@ -202,7 +204,9 @@ func TestOpenLoopFollowsSchedule(t *testing.T) {
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), seconds*time.Second)
 		defer cancel()
-		<-start(ctx, e)
+		if err := <-start(ctx, e); err != nil {
+			t.Fatalf("run: %v", err)
+		}
 
 		samples := log.all()
 		slices.SortFunc(samples, func(a, b record.Sample) int { return a.Intended.Compare(b.Intended) })
@@ -264,7 +268,9 @@ func TestOpenLoopCappedRecordsLag(t *testing.T) {
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), seconds*time.Second)
 		defer cancel()
-		<-start(ctx, e)
+		if err := <-start(ctx, e); err != nil {
+			t.Fatalf("run: %v", err)
+		}
 
 		if p := f.peak.Load(); p != 2 {
 			t.Errorf("peak in flight %d, want the cap 2", p)
@@ -339,7 +345,9 @@ func TestWindowsAndWatermark(t *testing.T) {
 		e.SetWindow(2) // and never go back
 		time.Sleep(100 * time.Millisecond)
 		check(0, true) // window 1's turns sent at 5s are still in flight
-		<-done
+		if err := <-done; err != nil {
+			t.Fatalf("run: %v", err)
+		}
 		check(3, true) // after Run every window is final
 
 		for _, s := range log.all() {
@@ -412,7 +420,9 @@ func TestSetConcurrency(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		expect(0)
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Fatalf("run: %v", err)
+		}
 		if err := e.SetConcurrency(-1); err == nil {
 			t.Error("SetConcurrency(-1) succeeded")
 		}
@@ -468,7 +478,9 @@ func TestFailedTurnEndsConversation(t *testing.T) {
 		e, rec := newEngine(t, Config{Concurrency: 2}, &fakeSource{turns: 3}, f, WithObserver(log.observe))
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		<-start(ctx, e)
+		if err := <-start(ctx, e); err != nil {
+			t.Fatalf("run: %v", err)
+		}
 		for _, s := range log.all() {
 			if s.Turn > 2 {
 				t.Fatalf("turn %d of conversation %d sent after turn 2 failed", s.Turn, s.Conversation)

@@ -292,7 +292,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			return nil, ErrLineTooLong
 		}
 		if r.rerr != nil {
-			if r.r < r.w && r.rerr == io.EOF {
+			if r.r < r.w && errors.Is(r.rerr, io.EOF) {
 				line := r.buf[r.r:r.w]
 				r.r, r.scan = r.w, r.w
 				if err := r.field(line); err != nil {

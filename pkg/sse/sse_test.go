@@ -176,9 +176,9 @@ func TestReaderCRLFSplit(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := NewReader(pr, 0)
 	go func() {
-		pw.Write([]byte("data: a\r\n\r"))
-		pw.Write([]byte("\ndata: b\r\n\r\n"))
-		pw.Close()
+		_, _ = pw.Write([]byte("data: a\r\n\r"))
+		_, _ = pw.Write([]byte("\ndata: b\r\n\r\n"))
+		_ = pw.Close()
 	}()
 	var got []string
 	for {
@@ -198,7 +198,9 @@ func TestReaderCRLFSplit(t *testing.T) {
 
 func TestReaderReset(t *testing.T) {
 	r := NewReader(strings.NewReader("data: a\n\ndata: partial"), 0)
-	r.Next()
+	if _, err := r.Next(); err != nil {
+		t.Fatalf("next: %v", err)
+	}
 	r.Reset(strings.NewReader("id: 3\ndata: b\n\n"))
 	e, err := r.Next()
 	if err != nil || string(e.Data) != "b" || e.ID != "3" {
@@ -246,7 +248,9 @@ func TestReaderLongLineBoundedMemory(t *testing.T) {
 
 func TestReaderSmallStart(t *testing.T) {
 	r := NewReader(strings.NewReader("data: a\n\n"), 0)
-	r.Next()
+	if _, err := r.Next(); err != nil {
+		t.Fatalf("next: %v", err)
+	}
 	if c := cap(r.buf); c > initialBuf {
 		t.Fatalf("initial buffer %d bytes, want <= %d", c, initialBuf)
 	}
