@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/result"
 )
 
 // tokenEnv holds the shared coordinator/agent token when no file is given.
@@ -60,7 +62,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	window := fs.Duration("window", 0, "window length (0: one window per stage)")
 	convs := fs.Int("conversations", 0, "run exactly conversations 0..N-1 (0: unbounded)")
 	onLoss := fs.String("on-loss", string(coordinator.PolicyContinue), "when an agent is lost: continue, rerun or fail")
-	out := fs.String("out", "out/coordinator", "directory for window-<id>.json files")
+	out := fs.String("out", "out/coordinator", "directory for window-<id>.json files and stage-<i>/result.json")
 	tokenFile := fs.String("token-file", "", "file holding the shared agent token (default: $"+tokenEnv+")")
 	cert := fs.String("tls-cert", "", "TLS certificate file (with --tls-key enables TLS)")
 	key := fs.String("tls-key", "", "TLS key file")
@@ -143,9 +145,87 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		runErr = err
 	}
 	if res != nil {
+		if err := writeStages(c, res, cfg, *out); err != nil && runErr == nil {
+			runErr = err
+		}
 		printStages(c, res)
 	}
 	return runErr
+}
+
+// writeStages prints the vLLM block of each measured stage and writes its
+// result.json to out/stage-<i>/.
+func writeStages(c *cli, res *coordinator.Result, cfg coordinator.Config, out string) error {
+	byID := make(map[uint32]*coordinator.WindowResult, len(res.Windows))
+	for _, w := range res.Windows {
+		byID[w.ID] = w
+	}
+	for _, s := range res.Stages {
+		if s.Measured == nil || s.Measured.Counters.Requests+s.Measured.Counters.Failed == 0 {
+			continue
+		}
+		// The stage's measured time: its measured windows not re-run.
+		var dur time.Duration
+		var start, end time.Time
+		for _, id := range s.Windows {
+			w := byID[id]
+			if w == nil || w.Kind != coordinator.KindMeasure || w.Rerun {
+				continue
+			}
+			dur += w.End.Sub(w.Start)
+			if start.IsZero() || w.Start.Before(start) {
+				start = w.Start
+			}
+			end = later(end, w.End)
+		}
+		if dur <= 0 {
+			continue
+		}
+		facts := result.Facts{
+			Duration: dur, MaxConcurrency: s.Level, RequestRate: s.RequestRate, Model: cfg.Spec.Model,
+			Target: cfg.Spec.Target, Workload: cfg.Spec.Workload, Version: version, Start: start, End: end, Label: s.Mode,
+		}
+		if s.RequestRate > 0 {
+			facts.MaxConcurrency = 0
+		}
+		sum, err := result.New(s.Measured, facts)
+		if err != nil {
+			return fmt.Errorf("summarise stage %d: %w", s.Index, err)
+		}
+		fmt.Fprintf(c.stdout, "Stage %d (level %d%s%s)\n", s.Index, s.Level, modeSuffix(s.Mode), degradedSuffix(s.Degraded))
+		if err := result.WriteBlock(c.stdout, sum); err != nil {
+			return err
+		}
+		dir := filepath.Join(out, fmt.Sprintf("stage-%d", s.Index))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("write stage %d result: %w", s.Index, err)
+		}
+		if err := result.WriteJSONFile(filepath.Join(dir, "result.json"), sum); err != nil {
+			return fmt.Errorf("write stage %d result: %w", s.Index, err)
+		}
+	}
+	return nil
+}
+
+func modeSuffix(mode string) string {
+	if mode == "" {
+		return ""
+	}
+	return ", mode " + mode
+}
+
+func degradedSuffix(d bool) string {
+	if d {
+		return ", degraded: an agent was lost"
+	}
+	return ""
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // printStages writes one line per stage with the fleet-wide percentiles.

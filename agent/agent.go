@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,7 +39,9 @@ type Agent struct {
 	observe  func(*record.Sample)
 	onReport func(seq uint64, w *record.Window)
 	onAck    func(seq uint64)
+	onAssign func(Assignment)
 	ran      bool
+	certErr  atomic.Pointer[error] // set by the TLS handshake on a certificate it cannot verify
 }
 
 // Option changes an Agent's defaults.
@@ -57,6 +60,11 @@ func WithObserver(fn func(*record.Sample)) Option { return func(a *Agent) { a.ob
 func WithReportHook(report func(seq uint64, w *record.Window), ack func(seq uint64)) Option {
 	return func(a *Agent) { a.onReport, a.onAck = report, ack }
 }
+
+// WithAssignmentHook calls fn from the agent's loop with every assignment
+// it applies (a new stage or a reshard of the running one); tests use it to
+// follow the agent's concurrency share.
+func WithAssignmentHook(fn func(Assignment)) Option { return func(a *Agent) { a.onAssign = fn } }
 
 // New validates cfg and returns an agent. logger may be nil.
 func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent, error) {
@@ -151,6 +159,7 @@ type engineRun struct {
 	stage    int
 	e        *load.Engine
 	ix       *shard.Indexer
+	tix      *trackingIndexer
 	tr       *tracker
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when Run returned
@@ -158,6 +167,15 @@ type engineRun struct {
 	finished bool
 	epoch    uint64
 	close    func() error // the target's, after Run returned
+}
+
+// reshard applies a's members, restarts and take-overs to the indexer.
+func (er *engineRun) reshard(a Assignment) {
+	er.ix.SetMembers(a.Members)
+	er.ix.Restart(a.Restart)
+	for _, t := range a.TakeOver {
+		er.ix.TakeOver(t.Index, t.From)
+	}
 }
 
 // built is the result of building an engine in the background.
@@ -247,11 +265,11 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 		case <-beat.C:
 			beat.Reset(jitter(l.heartbeat, rand.Float64()))
 			if l.link != nil {
-				var active []int
+				var hb heartbeatOut
 				if l.eng != nil && !l.eng.finished {
-					active = l.eng.tr.active()
+					hb.Next, hb.Active = l.eng.tix.snapshot()
 				}
-				l.link.send(heartbeatOut{Active: active})
+				l.link.send(hb)
 			}
 		case <-phaseTimer.C:
 		case <-watch.C:
@@ -332,9 +350,11 @@ func (l *loop) handle(ctx context.Context, m any) error {
 // a new engine in the background; otherwise the running one is resharded.
 func (l *loop) assign(ctx context.Context, a Assignment) {
 	l.asg = &a
+	if l.a.onAssign != nil {
+		l.a.onAssign(a)
+	}
 	if l.eng != nil && l.eng.stage == a.Stage && !l.eng.finished && (l.eng.cancel != nil || !l.eng.started) {
-		l.eng.ix.SetMembers(a.Members)
-		l.eng.ix.Restart(a.Restart)
+		l.eng.reshard(a)
 		if err := l.eng.e.SetConcurrency(a.Concurrency); err != nil && !errors.Is(err, load.ErrOpenLoop) {
 			l.logger.Warn("set concurrency", "error", err)
 		}
@@ -384,8 +404,7 @@ func (l *loop) onBuilt(b built) {
 	l.eng = b.eng
 	if l.asg != nil && l.asg.Epoch > b.asg.Epoch && l.asg.Stage == b.asg.Stage {
 		// Assignments arrived while building: apply the latest.
-		l.eng.ix.SetMembers(l.asg.Members)
-		l.eng.ix.Restart(l.asg.Restart)
+		l.eng.reshard(*l.asg)
 		_ = l.eng.e.SetConcurrency(l.asg.Concurrency)
 		b.asg = *l.asg
 	}
@@ -413,8 +432,9 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 	ix := shard.NewIndexer(asg.Index, asg.Members, asg.Limit)
 	ix.Restart(asg.Restart)
 	tr := newTracker(4*max(asg.Concurrency, 1) + 16)
+	tix := &trackingIndexer{ix: ix, src: t.Source, tr: tr}
 	opts := append([]load.Option{
-		load.WithIndexer(&trackingIndexer{ix: ix, src: t.Source, tr: tr}),
+		load.WithIndexer(tix),
 		load.WithObserver(observer(tr, a.observe)),
 		load.WithDrainTimeout(a.cfg.DrainTimeout),
 	}, t.Options...)
@@ -430,7 +450,7 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 			a.logger.Warn("warm connection pool", "error", err)
 		}
 	}
-	return &engineRun{stage: asg.Stage, e: e, ix: ix, tr: tr, done: make(chan struct{}), close: t.Close}, nil
+	return &engineRun{stage: asg.Stage, e: e, ix: ix, tix: tix, tr: tr, done: make(chan struct{}), close: t.Close}, nil
 }
 
 // applyPhases applies every phase whose start has come and returns how

@@ -131,6 +131,16 @@ type Assignment struct {
 	Mode        string
 	Restart     []int
 	Limit       int
+	// TakeOver lists members lost since the last assignment and their
+	// cursors (see shard.Indexer.TakeOver).
+	TakeOver []TakeOver
+}
+
+// TakeOver is a lost member's index and the shard cursor of its last
+// heartbeat.
+type TakeOver struct {
+	Index int
+	From  int
 }
 
 // Target is what a Builder makes of a Spec: the conversations and the

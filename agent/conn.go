@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -85,6 +87,36 @@ func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (c tokenCreds) RequireTransportSecurity() bool { return c.secure }
 
+// verifyingCreds wraps the client's TLS credentials to remember a failure
+// to verify the coordinator's certificate: gRPC reports it only as an
+// unavailable connection and would retry forever, but a certificate the CA
+// does not vouch for is a configuration error, not a transient one.
+type verifyingCreds struct {
+	credentials.TransportCredentials
+	failed *atomic.Pointer[error]
+}
+
+func (c verifyingCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) {
+		c.failed.Store(&err)
+	}
+	return conn, info, err
+}
+
+func (c verifyingCreds) Clone() credentials.TransportCredentials {
+	return verifyingCreds{TransportCredentials: c.TransportCredentials.Clone(), failed: c.failed}
+}
+
+// certFailure returns the last certificate verification failure, if any.
+func (a *Agent) certFailure() error {
+	if p := a.certErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // newClient builds the gRPC client connection (it dials lazily and
 // redials on its own; streams are opened by connect).
 func (a *Agent) newClient() (*grpc.ClientConn, error) {
@@ -102,9 +134,10 @@ func (a *Agent) newClient() (*grpc.ClientConn, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("read CA file %s: no certificate found", a.cfg.CAFile)
 		}
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-			RootCAs: pool, ServerName: a.cfg.ServerName, MinVersion: tls.VersionTLS12,
-		})))
+		opts = append(opts, grpc.WithTransportCredentials(verifyingCreds{
+			TransportCredentials: credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: a.cfg.ServerName, MinVersion: tls.VersionTLS12}),
+			failed:               &a.certErr,
+		}))
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
@@ -132,6 +165,10 @@ func (a *Agent) connect(ctx context.Context, cc *grpc.ClientConn, links chan<- *
 		}
 		if errors.Is(err, ErrRefused) {
 			fatal <- err
+			return
+		}
+		if cerr := a.certFailure(); cerr != nil {
+			fatal <- fmt.Errorf("%w: the coordinator's certificate is not signed by the CA in %s: %w", ErrRefused, a.cfg.CAFile, cerr)
 			return
 		}
 		if time.Since(began) > 10*a.cfg.BackoffMax {

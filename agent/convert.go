@@ -51,7 +51,7 @@ func requestToPB(m any) *pb.ConnectRequest {
 			active[i] = int64(c)
 		}
 		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Heartbeat{Heartbeat: &pb.Heartbeat{
-			SentAt: timestamppb.Now(), ActiveConversations: active,
+			SentAt: timestamppb.Now(), ActiveConversations: active, NextConversation: int64(m.Next),
 		}}}
 	}
 	panic(fmt.Sprintf("agent: no conversion for %T", m))
@@ -123,6 +123,10 @@ func responseFromPB(m *pb.ConnectResponse) (any, error) {
 		for i, x := range a.GetRestartConversations() {
 			restart[i] = int(x)
 		}
+		var takeOver []TakeOver
+		for _, t := range a.GetTakeOver() {
+			takeOver = append(takeOver, TakeOver{Index: int(t.GetIndex()), From: int(t.GetNextConversation())})
+		}
 		s := a.GetSpec()
 		return Assignment{
 			Epoch: a.GetEpoch(), Stage: int(a.GetStage()), Index: int(a.GetIndex()), Members: members,
@@ -131,7 +135,7 @@ func responseFromPB(m *pb.ConnectResponse) (any, error) {
 				MaxTokens: int(s.GetMaxTokens()), SessionHeader: s.GetSessionHeader(), Params: s.GetParams(),
 			},
 			Concurrency: int(a.GetConcurrency()), Level: int(a.GetLevel()), Rate: a.GetRequestRate(),
-			Mode: a.GetMode(), Restart: restart, Limit: int(a.GetConversationLimit()),
+			Mode: a.GetMode(), Restart: restart, Limit: int(a.GetConversationLimit()), TakeOver: takeOver,
 		}, nil
 	case *pb.ConnectResponse_Phase:
 		p := v.Phase

@@ -69,4 +69,9 @@ type watermark struct {
 	Finished bool
 }
 
-type heartbeatOut struct{ Active []int }
+// heartbeatOut carries the shard cursor and the conversations started or
+// queued below it and not finished (see trackingIndexer.snapshot).
+type heartbeatOut struct {
+	Active []int
+	Next   int
+}

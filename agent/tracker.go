@@ -62,19 +62,35 @@ func (t *tracker) active() []int {
 	return out
 }
 
-// trackingIndexer hands out the shard's indices and tracks them.
+// trackingIndexer hands out the shard's indices and tracks them. mu makes
+// handing out an index and tracking it one step, so snapshot never sees a
+// conversation that is neither tracked, queued, nor at or past the cursor.
 type trackingIndexer struct {
+	mu  sync.Mutex
 	ix  *shard.Indexer
 	src workload.Source
 	tr  *tracker
 }
 
 func (x *trackingIndexer) Next() (int, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	i, ok := x.ix.Next()
 	if ok {
 		x.tr.start(i, x.src.Conversation(i).Turns())
 	}
 	return i, ok
+}
+
+// snapshot returns the shard cursor and every conversation started or
+// queued below it and not finished: a conversation this agent starts later
+// is in the list or at or past the cursor.
+func (x *trackingIndexer) snapshot() (cursor int, active []int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	active = append(x.tr.active(), x.ix.Pending()...)
+	slices.Sort(active)
+	return x.ix.Cursor(), slices.Compact(active)
 }
 
 // Restarted implements load.Restarter: the engine marks the samples of

@@ -47,7 +47,7 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 		for i, c := range v.Heartbeat.GetActiveConversations() {
 			active[i] = int(c)
 		}
-		return heartbeat{Active: active}, nil
+		return heartbeat{Active: active, Next: int(v.Heartbeat.GetNextConversation())}, nil
 	case *pb.ConnectRequest_Hello:
 		return nil, fmt.Errorf("convert message: hello after the stream opened")
 	}
@@ -132,6 +132,10 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 		for i, x := range m.Restart {
 			restart[i] = int64(x)
 		}
+		var takeOver []*pb.TakeOver
+		for _, t := range m.TakeOver {
+			takeOver = append(takeOver, &pb.TakeOver{Index: int32(t.Index), NextConversation: int64(t.From)})
+		}
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Assignment{Assignment: &pb.Assignment{
 			Epoch: m.Epoch, Index: int32(m.Index), Members: members,
 			Spec: &pb.RunSpec{
@@ -140,6 +144,7 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 			},
 			Concurrency: int32(m.Concurrency), Level: int32(m.Level), RequestRate: m.Rate, Mode: m.Mode,
 			RestartConversations: restart, Stage: uint32(m.Stage), ConversationLimit: int64(m.Limit),
+			TakeOver: takeOver,
 		}}}, nil
 	case phase:
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Phase{Phase: &pb.Phase{

@@ -266,8 +266,9 @@ type member struct {
 	index       int
 	capacity    int
 	incarnation uint64
-	conn        *conn // nil while disconnected
-	lastSeen    time.Time
+	conn        *conn     // nil while disconnected
+	lastSeen    time.Time // heartbeat deadline base; moved on by excuseStall
+	heard       time.Time // when its last message really arrived
 	joined      time.Time // became a member of the current stage
 	lost        bool
 	lostAt      time.Time
@@ -277,7 +278,8 @@ type member struct {
 	finished    bool // load stopped for this stage
 	readyEpoch  uint64
 	share       int
-	active      []int
+	active      []int // from the last heartbeat: running or queued below cursor
+	cursor      int   // shard cursor of the last heartbeat
 	logger      hclog.Logger
 }
 
@@ -381,7 +383,7 @@ func (r *run) join(h hello, cn *conn, now time.Time) error {
 		m.conn.close() // replaced by the new stream
 	}
 	m.conn = cn
-	m.lastSeen = now
+	m.lastSeen, m.heard = now, now
 	if m.index < 0 || (r.byIndex[m.index] != nil && r.byIndex[m.index] != m) {
 		m.index = r.freeIndex()
 	}
@@ -440,10 +442,10 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 	if m == nil || m.conn != cn {
 		return // a replaced stream
 	}
-	m.lastSeen = now
+	m.lastSeen, m.heard = now, now
 	switch msg := msg.(type) {
 	case heartbeat:
-		m.active = msg.Active
+		m.active, m.cursor = msg.Active, msg.Next
 	case ready:
 		if msg.Epoch > m.readyEpoch {
 			m.readyEpoch = msg.Epoch
@@ -490,7 +492,7 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 }
 
 // assignmentFor builds m's assignment in the current stage.
-func (r *run) assignmentFor(m *member, restart []int) assignment {
+func (r *run) assignmentFor(m *member, restart []int, takeOvers ...takeOver) assignment {
 	members := make([]int, 0, len(r.byIndex))
 	for i := range r.byIndex {
 		members = append(members, i)
@@ -511,14 +513,14 @@ func (r *run) assignmentFor(m *member, restart []int) assignment {
 	return assignment{
 		Epoch: r.epoch, Stage: r.st.idx, Index: m.index, Members: members, Spec: r.cfg.Spec,
 		Concurrency: m.share, Level: r.level, Rate: rate, Mode: r.st.stage.Mode,
-		Restart: restart, Limit: r.st.stage.Conversations,
+		Restart: restart, Limit: r.st.stage.Conversations, TakeOver: takeOvers,
 	}
 }
 
 // reshard recomputes shares over the live members and sends each its
 // assignment; restarts maps an agent index to conversations it must start
-// again.
-func (r *run) reshard(restarts map[int][]int, now time.Time) {
+// again, and takeOvers names members just lost with their cursors.
+func (r *run) reshard(restarts map[int][]int, now time.Time, takeOvers ...takeOver) {
 	if r.st == nil {
 		return
 	}
@@ -542,7 +544,7 @@ func (r *run) reshard(restarts map[int][]int, now time.Time) {
 	}
 	for _, m := range live {
 		if m.conn != nil {
-			m.conn.send(r.assignmentFor(m, restarts[m.index]))
+			m.conn.send(r.assignmentFor(m, restarts[m.index], takeOvers...))
 		}
 	}
 	r.logger.Debug("resharded", "epoch", r.epoch, "members", len(live), "level", level, "shares", shares)
@@ -554,7 +556,9 @@ func (r *run) lose(m *member, now time.Time, why string) {
 	if m.lost {
 		return
 	}
-	m.lost, m.lostAt = true, m.lastSeen
+	// The loss instant is the last message, not the deadline base a stall
+	// of this process moved on: coverage must not credit the silence.
+	m.lost, m.lostAt = true, m.heard
 	if r.byIndex[m.index] == m {
 		delete(r.byIndex, m.index)
 	}
@@ -562,7 +566,7 @@ func (r *run) lose(m *member, now time.Time, why string) {
 		m.conn.close()
 		m.conn = nil
 	}
-	m.logger.Warn("agent lost", "reason", why, "last_seen", m.lastSeen, "acked_seq", m.applied, "members", len(r.byIndex))
+	m.logger.Warn("agent lost", "reason", why, "last_seen", m.heard, "acked_seq", m.applied, "members", len(r.byIndex))
 	if r.st == nil || r.state == stWaiting || r.state == stDone {
 		return
 	}
@@ -592,7 +596,14 @@ func (r *run) lose(m *member, now time.Time, why string) {
 		r.logger.Error("every agent is lost")
 		return
 	}
-	// Restart the lost agent's conversations on their new owners.
+	// Restart the lost agent's conversations on their new owners: those
+	// running or queued at its last heartbeat go to their new owners by
+	// name; those it may have started since have indices at or past the
+	// heartbeat's cursor, which every survivor re-runs from its own shard
+	// (shard.Indexer.TakeOver). A conversation it finished after that
+	// heartbeat may so run twice, the second time marked restarted; none
+	// is left unrun. The survivors' shares sum to the level again, so the
+	// level's concurrency stays exact.
 	members := make([]int, 0, len(r.byIndex))
 	for i := range r.byIndex {
 		members = append(members, i)
@@ -605,7 +616,7 @@ func (r *run) lose(m *member, now time.Time, why string) {
 		}
 	}
 	if r.state == stRunning || r.state == stAssigning {
-		r.reshard(restarts, now)
+		r.reshard(restarts, now, takeOver{Index: m.index, From: m.cursor})
 	}
 }
 
@@ -835,7 +846,7 @@ func (r *run) closeWindows(now time.Time) bool {
 			continue
 		}
 		by := ""
-		if w.watermarksPassed(r.agents) {
+		if w.watermarksPassed() {
 			by = "watermarks"
 		} else if now.Sub(w.end) > r.cfg.Grace {
 			by = "grace"

@@ -121,6 +121,14 @@ type fleet struct {
 	agentCfg  func(i int, c *agent.Config)
 	// wrap may replace agent i's context (to kill it).
 	wrap func(i int, ctx context.Context) context.Context
+	// server overrides the gRPC config (default: the test token).
+	server *coordinator.ServerConfig
+	// control, when set, runs beside the run with the coordinator (to
+	// change the level); its context ends when the run does.
+	control func(ctx context.Context, c *coordinator.Coordinator)
+	// after, when set, runs agent i again once its first Run returned
+	// (a restarted process under the same id).
+	after func(ctx context.Context, i int, cfg agent.Config) error
 }
 
 func (f fleet) run(t *testing.T, ctx context.Context) (*coordinator.Result, error) {
@@ -138,7 +146,18 @@ func (f fleet) run(t *testing.T, ctx context.Context) (*coordinator.Result, erro
 	if err != nil {
 		t.Fatal(err)
 	}
-	return coordinator.RunLocal(ctx, c, f.agents, coordinator.ServerConfig{Token: testToken},
+	sc := coordinator.ServerConfig{Token: testToken}
+	if f.server != nil {
+		sc = *f.server
+	}
+	if f.control != nil {
+		cctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.control(cctx, c) })
+		defer wg.Wait()
+		defer stop()
+	}
+	return coordinator.RunLocal(ctx, c, f.agents, sc,
 		func(ctx context.Context, addr string, i int) error {
 			cfg := agent.Config{
 				ID: fmt.Sprintf("agent-%d", i), Index: i, Coordinator: addr, Token: testToken,
@@ -156,10 +175,15 @@ func (f fleet) run(t *testing.T, ctx context.Context) (*coordinator.Result, erro
 			if err != nil {
 				return err
 			}
+			actx := ctx
 			if f.wrap != nil {
-				ctx = f.wrap(i, ctx)
+				actx = f.wrap(i, ctx)
 			}
-			return a.Run(ctx)
+			err = a.Run(actx)
+			if f.after != nil && ctx.Err() == nil {
+				return f.after(ctx, i, cfg)
+			}
+			return err
 		})
 }
 

@@ -64,7 +64,12 @@ type watermark struct {
 	Finished bool
 }
 
-type heartbeat struct{ Active []int }
+// heartbeat carries, from agents, the conversations running or queued and
+// the shard cursor they were read with.
+type heartbeat struct {
+	Active []int
+	Next   int
+}
 
 // Outbound messages.
 
@@ -86,6 +91,14 @@ type assignment struct {
 	Mode        string
 	Restart     []int
 	Limit       int
+	TakeOver    []takeOver
+}
+
+// takeOver is a lost member's index and the shard cursor of its last
+// heartbeat.
+type takeOver struct {
+	Index int
+	From  int
 }
 
 type phase struct {

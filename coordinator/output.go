@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,9 +38,26 @@ type WindowFile struct {
 	Histogram    string           `json:"histogram_config"`
 	Counters     record.Counters  `json:"counters"`
 	Metrics      []MetricFile     `json:"metrics"`
+	Turns        []TurnFile       `json:"turns,omitempty"`
+	FirstSend    time.Time        `json:"first_send,omitzero"`
+	LastEnd      time.Time        `json:"last_end,omitzero"`
 	LateRequests int64            `json:"late_requests"`
 	Late         *record.Counters `json:"late_counters,omitempty"`
 	LateMetrics  []MetricFile     `json:"late_metrics,omitempty"`
+	LateTurns    []TurnFile       `json:"late_turns,omitempty"`
+	LateFirst    time.Time        `json:"late_first_send,omitzero"`
+	LateLast     time.Time        `json:"late_last_end,omitzero"`
+}
+
+// TurnFile is one turn index's data in a WindowFile.
+type TurnFile struct {
+	Turn              int    `json:"turn"`
+	Requests          int64  `json:"requests"`
+	PromptTokens      int64  `json:"prompt_tokens"`
+	CachedTokens      int64  `json:"cached_tokens"`
+	RequestsWithCache int64  `json:"requests_with_cache"`
+	TTFTClamped       int64  `json:"ttft_clamped,omitempty"`
+	TTFT              string `json:"ttft,omitempty"`
 }
 
 // MetricFile is one metric's summary and histogram (HdrHistogram V2
@@ -55,7 +73,7 @@ func metricFiles(w *record.Window) ([]MetricFile, error) {
 	var out []MetricFile
 	for m := range record.NumMetrics {
 		h := w.Hist[m]
-		if h == nil || h.Count() == 0 {
+		if h == nil || h.Count() == 0 && h.Clamped() == 0 {
 			continue
 		}
 		b, err := h.Encode()
@@ -67,20 +85,102 @@ func metricFiles(w *record.Window) ([]MetricFile, error) {
 	return out, nil
 }
 
+func turnFiles(w *record.Window) ([]TurnFile, error) {
+	out := make([]TurnFile, 0, len(w.Turns))
+	for i, t := range w.Turns {
+		f := TurnFile{Turn: i, Requests: t.Requests, PromptTokens: t.PromptTokens,
+			CachedTokens: t.CachedTokens, RequestsWithCache: t.RequestsWithCache}
+		if t.TTFT != nil && (t.TTFT.Count() > 0 || t.TTFT.Clamped() > 0) {
+			b, err := t.TTFT.Encode()
+			if err != nil {
+				return nil, err
+			}
+			f.TTFT, f.TTFTClamped = string(b), t.TTFT.Clamped()
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b TurnFile) int { return a.Turn - b.Turn })
+	return out, nil
+}
+
+// ReadWindowFile reads a window-<id>.json written by a coordinator.
+func ReadWindowFile(path string) (*WindowFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read window file: %w", err)
+	}
+	var f WindowFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("read window file %s: %w", path, err)
+	}
+	return &f, nil
+}
+
+// Data rebuilds the window's data and its late samples (nil when none)
+// from the file's histograms, exactly as the coordinator merged them. cfg
+// must be the geometry the file names.
+func (f *WindowFile) Data(cfg hdr.Config) (data, late *record.Window, err error) {
+	if f.Histogram != cfg.Fingerprint() {
+		return nil, nil, fmt.Errorf("rebuild window %d: file histograms are %s, not %s: %w", f.ID, f.Histogram, cfg.Fingerprint(), hdr.ErrConfigMismatch)
+	}
+	data, err = rebuild(f.ID, cfg, f.Counters, f.Metrics, f.Turns, f.FirstSend, f.LastEnd)
+	if err != nil || f.Late == nil {
+		return data, nil, err
+	}
+	late, err = rebuild(f.ID, cfg, *f.Late, f.LateMetrics, f.LateTurns, f.LateFirst, f.LateLast)
+	return data, late, err
+}
+
+func rebuild(id uint32, cfg hdr.Config, c record.Counters, ms []MetricFile, ts []TurnFile, first, last time.Time) (*record.Window, error) {
+	w := record.NewWindow(id, cfg)
+	w.Counters, w.FirstSend, w.LastEnd = c, first, last
+	byName := make(map[string]record.Metric, record.NumMetrics)
+	for m := range record.NumMetrics {
+		byName[m.String()] = m
+	}
+	for _, mf := range ms {
+		m, ok := byName[mf.Name]
+		if !ok {
+			return nil, fmt.Errorf("rebuild window %d: unknown metric %q", id, mf.Name)
+		}
+		h, err := decodeHist(cfg, []byte(mf.Histogram), mf.Clamped)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild window %d %s: %w", id, mf.Name, err)
+		}
+		w.Hist[m] = h
+	}
+	for _, tf := range ts {
+		h, err := decodeHist(cfg, []byte(tf.TTFT), tf.TTFTClamped)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild window %d turn %d: %w", id, tf.Turn, err)
+		}
+		w.Turns[tf.Turn] = &record.TurnStats{TTFT: h, Requests: tf.Requests, PromptTokens: tf.PromptTokens,
+			CachedTokens: tf.CachedTokens, RequestsWithCache: tf.RequestsWithCache}
+	}
+	return w, nil
+}
+
 func (wr *writer) write(w *window) error {
 	r := w.result()
 	f := WindowFile{
 		ID: r.ID, Stage: r.Stage, Kind: r.Kind.String(), Level: r.Level, Mode: r.Mode,
 		Start: r.Start, End: r.End, ClosedBy: r.ClosedBy, Degraded: r.Degraded, Rerun: r.Rerun,
 		Coverage: r.Coverage, Histogram: w.cfg.Fingerprint(), Counters: r.Data.Counters, LateRequests: r.LateRequests,
+		FirstSend: r.Data.FirstSend, LastEnd: r.Data.LastEnd,
 	}
 	var err error
 	if f.Metrics, err = metricFiles(r.Data); err != nil {
 		return fmt.Errorf("write window %d: %w", w.id, err)
 	}
+	if f.Turns, err = turnFiles(r.Data); err != nil {
+		return fmt.Errorf("write window %d: %w", w.id, err)
+	}
 	if r.Late != nil {
-		f.Late = &r.Late.Counters
+		f.Late, f.LateFirst, f.LateLast = &r.Late.Counters, r.Late.FirstSend, r.Late.LastEnd
 		if f.LateMetrics, err = metricFiles(r.Late); err != nil {
+			return fmt.Errorf("write window %d: %w", w.id, err)
+		}
+		if f.LateTurns, err = turnFiles(r.Late); err != nil {
 			return fmt.Errorf("write window %d: %w", w.id, err)
 		}
 	}

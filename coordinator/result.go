@@ -76,7 +76,10 @@ func (w *WindowResult) Merged() (*record.Window, error) {
 // Coverage is what one agent contributed to one window.
 type Coverage struct {
 	Agent string
-	Index int
+	// Incarnation tells apart processes that used the same agent id: a
+	// restarted agent has a coverage entry of its own.
+	Incarnation uint64
+	Index       int
 	// Seconds is the agent-seconds it ran load in the window; LostSeconds
 	// what it would have added had it not been lost.
 	Seconds     float64

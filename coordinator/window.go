@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
@@ -22,7 +24,9 @@ type window struct {
 	data         *record.Window
 	late         *record.Window
 	lateRequests int64
-	cover        map[string]*coverage
+	// cover is keyed by member, not agent id: a restarted agent process
+	// (same id, new incarnation) is a new member with its own coverage.
+	cover map[*member]*coverage
 
 	closed   bool
 	closedBy string
@@ -33,36 +37,38 @@ type window struct {
 
 // coverage tracks one agent's part in a window.
 type coverage struct {
-	index    int
-	from     time.Time
-	lostAt   time.Time
-	lost     bool
-	reports  int
-	requests int64
+	id          string
+	incarnation uint64
+	index       int
+	from        time.Time
+	lostAt      time.Time
+	lost        bool
+	reports     int
+	requests    int64
 }
 
 func newWindow(id uint32, stage int, kind Kind, start time.Time, cfg hdr.Config) *window {
 	return &window{
 		id: id, stage: stage, kind: kind, start: start, cfg: cfg,
 		data:  record.NewWindow(id, cfg),
-		cover: make(map[string]*coverage),
+		cover: make(map[*member]*coverage),
 	}
 }
 
 // addMember records that m runs load in the window from t on.
 func (w *window) addMember(m *member, t time.Time) {
-	if c, ok := w.cover[m.id]; ok && !c.lost {
+	if c, ok := w.cover[m]; ok && !c.lost {
 		return
 	}
 	if t.Before(w.start) {
 		t = w.start
 	}
-	w.cover[m.id] = &coverage{index: m.index, from: t}
+	w.cover[m] = &coverage{id: m.id, incarnation: m.incarnation, index: m.index, from: t}
 }
 
 // lose marks m lost during the window; it reports whether m contributed.
 func (w *window) lose(m *member, now time.Time) bool {
-	c, ok := w.cover[m.id]
+	c, ok := w.cover[m]
 	if !ok || c.lost {
 		return false
 	}
@@ -74,12 +80,13 @@ func (w *window) lose(m *member, now time.Time) bool {
 // apply merges one report of agent m. Reports after close are kept apart
 // as late samples: counted and written, never dropped.
 func (w *window) apply(m *member, rep *record.Window, out *writer) error {
-	if c, ok := w.cover[m.id]; ok {
+	if c, ok := w.cover[m]; ok {
 		c.reports++
 		c.requests += rep.Counters.Requests + rep.Counters.Failed
 	} else {
 		// A report of an agent that joined after the window opened.
-		w.cover[m.id] = &coverage{index: m.index, from: w.end, reports: 1, requests: rep.Counters.Requests + rep.Counters.Failed}
+		w.cover[m] = &coverage{id: m.id, incarnation: m.incarnation, index: m.index, from: w.end,
+			reports: 1, requests: rep.Counters.Requests + rep.Counters.Failed}
 	}
 	if !w.closed {
 		return w.data.Merge(rep)
@@ -99,10 +106,9 @@ func (w *window) apply(m *member, rep *record.Window, out *writer) error {
 
 // watermarksPassed reports whether every live contributing agent has
 // finished every turn of the window. Lost agents do not hold a window open.
-func (w *window) watermarksPassed(agents map[string]*member) bool {
-	for id, c := range w.cover {
-		m := agents[id]
-		if c.lost || m == nil || m.lost || m.finished {
+func (w *window) watermarksPassed() bool {
+	for m, c := range w.cover {
+		if c.lost || m.lost || m.finished {
 			continue // a finished agent sends no turn in any later window
 		}
 		if !m.hasWM || m.wm < w.id {
@@ -126,21 +132,18 @@ func (w *window) result() *WindowResult {
 	if w.late != nil {
 		res.Late = w.late.Clone()
 	}
-	ids := make([]string, 0, len(w.cover))
-	for id := range w.cover {
-		ids = append(ids, id)
+	for _, c := range w.cover {
+		res.Coverage = append(res.Coverage, c.result(w.start, w.end))
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		c := w.cover[id]
-		res.Coverage = append(res.Coverage, c.result(id, w.start, w.end))
-	}
+	slices.SortFunc(res.Coverage, func(a, b Coverage) int {
+		return cmp.Or(strings.Compare(a.Agent, b.Agent), cmp.Compare(a.Incarnation, b.Incarnation))
+	})
 	return res
 }
 
 // result computes the agent-seconds one agent gave the window [start, end)
 // and what its loss cost.
-func (c *coverage) result(id string, start, end time.Time) Coverage {
+func (c *coverage) result(start, end time.Time) Coverage {
 	from := later(c.from, start)
 	to := end
 	lost := 0.0
@@ -149,7 +152,7 @@ func (c *coverage) result(id string, start, end time.Time) Coverage {
 		lost = end.Sub(to).Seconds()
 	}
 	return Coverage{
-		Agent: id, Index: c.index, Seconds: max(to.Sub(from).Seconds(), 0),
+		Agent: c.id, Incarnation: c.incarnation, Index: c.index, Seconds: max(to.Sub(from).Seconds(), 0),
 		LostSeconds: lost, Reports: c.reports, Requests: c.requests, Lost: c.lost,
 	}
 }

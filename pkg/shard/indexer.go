@@ -72,3 +72,41 @@ func (x *Indexer) Restarted(conv int) bool {
 	defer x.mu.Unlock()
 	return x.restarts[conv]
 }
+
+// Cursor returns the next index Next will consider: every owned index below
+// it has been handed out. Read it with Pending (under the caller's own
+// lock around Next, if it needs the two to agree) to know every
+// conversation this agent may start later.
+func (x *Indexer) Cursor() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.next
+}
+
+// Pending returns the queued restarts not yet handed out.
+func (x *Indexer) Pending() []int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]int(nil), x.restart...)
+}
+
+// TakeOver queues for restart every index from lost's cursor from up to
+// this indexer's own cursor that member lost owned and self owns now: the
+// conversations a lost member may have started after it last reported,
+// which self has passed and so would never run. Call it after SetMembers
+// has removed lost. It returns how many indices it queued.
+func (x *Indexer) TakeOver(lost, from int) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	before := append(sortedCopy(x.members), lost)
+	n := 0
+	for i := max(from, 0); i < x.next; i++ {
+		if owner(i, before) != lost || !Owns(i, x.self, x.members) || x.restarts[i] {
+			continue
+		}
+		x.restarts[i] = true
+		x.restart = append(x.restart, i)
+		n++
+	}
+	return n
+}

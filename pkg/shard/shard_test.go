@@ -211,3 +211,64 @@ func TestIndexerConcurrent(t *testing.T) {
 		t.Fatalf("got %d indices", len(seen))
 	}
 }
+
+// TestTakeOverLeavesNothingUnrun plays a fixed set of conversations over
+// three members; member 2 is lost after handing out indices up to its
+// cursor. The survivors' restarts plus what they hand out afterwards run
+// every index member 2 had not started before its cursor, and nothing of
+// its own twice.
+func TestTakeOverLeavesNothingUnrun(t *testing.T) {
+	const limit = 300
+	members := []int{0, 1, 2}
+	ixs := []*Indexer{NewIndexer(0, members, limit), NewIndexer(1, members, limit), NewIndexer(2, members, limit)}
+	run := map[int]int{}
+	// Survivors race ahead of the lost member's last report.
+	for range 60 {
+		for _, x := range ixs[:2] {
+			if i, ok := x.Next(); ok {
+				run[i]++
+			}
+		}
+	}
+	for range 20 {
+		i, _ := ixs[2].Next()
+		run[i]++
+	}
+	cursor := ixs[2].Cursor()
+	// It starts more after its last report, then is lost: those are gone.
+	for range 5 {
+		ixs[2].Next()
+	}
+	queued := 0
+	for _, x := range ixs[:2] {
+		x.SetMembers([]int{0, 1})
+		queued += x.TakeOver(2, cursor)
+	}
+	if queued == 0 {
+		t.Fatal("nothing taken over, but the survivors had passed the lost member's cursor")
+	}
+	restarted := 0
+	for _, x := range ixs[:2] {
+		for {
+			i, ok := x.Next()
+			if !ok {
+				break
+			}
+			if x.Restarted(i) {
+				restarted++
+			}
+			run[i]++
+		}
+	}
+	for i := range limit {
+		if run[i] < 1 {
+			t.Errorf("conversation %d never ran to completion", i)
+		}
+		if run[i] > 1 {
+			t.Errorf("conversation %d ran %d times", i, run[i])
+		}
+	}
+	if restarted != queued {
+		t.Errorf("%d restarted conversations handed out, %d queued", restarted, queued)
+	}
+}

@@ -702,8 +702,15 @@ type Assignment struct {
 	// Bounds conversation indices to 0..conversation_limit-1 (a fixed set of
 	// conversations); 0 means unbounded.
 	ConversationLimit int64 `protobuf:"varint,11,opt,name=conversation_limit,json=conversationLimit,proto3" json:"conversation_limit,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Members lost since the previous assignment, with the shard cursor of
+	// their last heartbeat. Every conversation such a member owned at or
+	// past its cursor that now belongs to this agent, and that this agent's
+	// own cursor has already passed, is started again from turn 1 and marked
+	// restarted (together with restart_conversations, nothing the lost
+	// member may have left unfinished goes unrun).
+	TakeOver      []*TakeOver `protobuf:"bytes,12,rep,name=take_over,json=takeOver,proto3" json:"take_over,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -813,6 +820,66 @@ func (x *Assignment) GetConversationLimit() int64 {
 	return 0
 }
 
+func (x *Assignment) GetTakeOver() []*TakeOver {
+	if x != nil {
+		return x.TakeOver
+	}
+	return nil
+}
+
+// TakeOver names a lost member and where its shard cursor was.
+type TakeOver struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Index            int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	NextConversation int64                  `protobuf:"varint,2,opt,name=next_conversation,json=nextConversation,proto3" json:"next_conversation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TakeOver) Reset() {
+	*x = TakeOver{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeOver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeOver) ProtoMessage() {}
+
+func (x *TakeOver) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeOver.ProtoReflect.Descriptor instead.
+func (*TakeOver) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TakeOver) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TakeOver) GetNextConversation() int64 {
+	if x != nil {
+		return x.NextConversation
+	}
+	return 0
+}
+
 // RunSpec is the workload and target, the same for every agent.
 type RunSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -830,7 +897,7 @@ type RunSpec struct {
 
 func (x *RunSpec) Reset() {
 	*x = RunSpec{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +909,7 @@ func (x *RunSpec) String() string {
 func (*RunSpec) ProtoMessage() {}
 
 func (x *RunSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +922,7 @@ func (x *RunSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSpec.ProtoReflect.Descriptor instead.
 func (*RunSpec) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunSpec) GetTarget() string {
@@ -921,7 +988,7 @@ type Phase struct {
 
 func (x *Phase) Reset() {
 	*x = Phase{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1000,7 @@ func (x *Phase) String() string {
 func (*Phase) ProtoMessage() {}
 
 func (x *Phase) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1013,7 @@ func (x *Phase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phase.ProtoReflect.Descriptor instead.
 func (*Phase) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Phase) GetWindowId() uint32 {
@@ -995,7 +1062,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1074,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1087,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Ready) GetEpoch() uint64 {
@@ -1042,7 +1109,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1121,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1134,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Started) GetWindowId() uint32 {
@@ -1101,7 +1168,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1180,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1193,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Report) GetSeq() uint64 {
@@ -1192,7 +1259,7 @@ type MetricHistogram struct {
 
 func (x *MetricHistogram) Reset() {
 	*x = MetricHistogram{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1271,7 @@ func (x *MetricHistogram) String() string {
 func (*MetricHistogram) ProtoMessage() {}
 
 func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1284,7 @@ func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricHistogram.ProtoReflect.Descriptor instead.
 func (*MetricHistogram) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetricHistogram) GetMetric() Metric {
@@ -1257,7 +1324,7 @@ type TurnStats struct {
 
 func (x *TurnStats) Reset() {
 	*x = TurnStats{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1336,7 @@ func (x *TurnStats) String() string {
 func (*TurnStats) ProtoMessage() {}
 
 func (x *TurnStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1349,7 @@ func (x *TurnStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStats.ProtoReflect.Descriptor instead.
 func (*TurnStats) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TurnStats) GetTurn() int32 {
@@ -1357,7 +1424,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1436,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1449,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Counters) GetRequests() int64 {
@@ -1498,7 +1565,7 @@ type Watermark struct {
 
 func (x *Watermark) Reset() {
 	*x = Watermark{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1577,7 @@ func (x *Watermark) String() string {
 func (*Watermark) ProtoMessage() {}
 
 func (x *Watermark) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1590,7 @@ func (x *Watermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
 func (*Watermark) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Watermark) GetWindowId() uint32 {
@@ -1552,16 +1619,21 @@ func (x *Watermark) GetFinished() bool {
 type Heartbeat struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	SentAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
-	// Conversations the agent is running (agent to coordinator only), so the
-	// coordinator can restart them elsewhere if the agent is lost.
+	// Conversations the agent is running or has queued to restart (agent to
+	// coordinator only), so the coordinator can restart them elsewhere if
+	// the agent is lost.
 	ActiveConversations []int64 `protobuf:"varint,2,rep,packed,name=active_conversations,json=activeConversations,proto3" json:"active_conversations,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The agent's shard cursor, read atomically with active_conversations:
+	// every conversation the agent starts later either is in that list or
+	// has an index >= next_conversation.
+	NextConversation int64 `protobuf:"varint,3,opt,name=next_conversation,json=nextConversation,proto3" json:"next_conversation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1645,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1658,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Heartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -1603,6 +1675,13 @@ func (x *Heartbeat) GetActiveConversations() []int64 {
 	return nil
 }
 
+func (x *Heartbeat) GetNextConversation() int64 {
+	if x != nil {
+		return x.NextConversation
+	}
+	return 0
+}
+
 // Ack acknowledges every report of the agent up to seq.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1613,7 +1692,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1704,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1717,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -1658,7 +1737,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1749,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1762,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Stop) GetReason() string {
@@ -1731,7 +1810,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\aWelcome\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1b\n" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x12H\n" +
-	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xf3\x02\n" +
+	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xb5\x03\n" +
 	"\n" +
 	"Assignment\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x14\n" +
@@ -1745,7 +1824,11 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x15restart_conversations\x18\t \x03(\x03R\x14restartConversations\x12\x14\n" +
 	"\x05stage\x18\n" +
 	" \x01(\rR\x05stage\x12-\n" +
-	"\x12conversation_limit\x18\v \x01(\x03R\x11conversationLimit\"\xb0\x02\n" +
+	"\x12conversation_limit\x18\v \x01(\x03R\x11conversationLimit\x12@\n" +
+	"\ttake_over\x18\f \x03(\v2#.fleetbench.coordinator.v1.TakeOverR\btakeOver\"M\n" +
+	"\bTakeOver\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12+\n" +
+	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\xb0\x02\n" +
 	"\aRunSpec\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -1813,10 +1896,11 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\tWatermark\x12\x1b\n" +
 	"\twindow_id\x18\x01 \x01(\rR\bwindowId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1a\n" +
-	"\bfinished\x18\x03 \x01(\bR\bfinished\"s\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\"\xa0\x01\n" +
 	"\tHeartbeat\x123\n" +
 	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x121\n" +
-	"\x14active_conversations\x18\x02 \x03(\x03R\x13activeConversations\"\x17\n" +
+	"\x14active_conversations\x18\x02 \x03(\x03R\x13activeConversations\x12+\n" +
+	"\x11next_conversation\x18\x03 \x01(\x03R\x10nextConversation\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x1e\n" +
 	"\x04Stop\x12\x16\n" +
@@ -1856,7 +1940,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(PhaseKind)(0),                // 0: fleetbench.coordinator.v1.PhaseKind
 	(Metric)(0),                   // 1: fleetbench.coordinator.v1.Metric
@@ -1866,58 +1950,60 @@ var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*HistogramConfig)(nil),       // 5: fleetbench.coordinator.v1.HistogramConfig
 	(*Welcome)(nil),               // 6: fleetbench.coordinator.v1.Welcome
 	(*Assignment)(nil),            // 7: fleetbench.coordinator.v1.Assignment
-	(*RunSpec)(nil),               // 8: fleetbench.coordinator.v1.RunSpec
-	(*Phase)(nil),                 // 9: fleetbench.coordinator.v1.Phase
-	(*Ready)(nil),                 // 10: fleetbench.coordinator.v1.Ready
-	(*Started)(nil),               // 11: fleetbench.coordinator.v1.Started
-	(*Report)(nil),                // 12: fleetbench.coordinator.v1.Report
-	(*MetricHistogram)(nil),       // 13: fleetbench.coordinator.v1.MetricHistogram
-	(*TurnStats)(nil),             // 14: fleetbench.coordinator.v1.TurnStats
-	(*Counters)(nil),              // 15: fleetbench.coordinator.v1.Counters
-	(*Watermark)(nil),             // 16: fleetbench.coordinator.v1.Watermark
-	(*Heartbeat)(nil),             // 17: fleetbench.coordinator.v1.Heartbeat
-	(*Ack)(nil),                   // 18: fleetbench.coordinator.v1.Ack
-	(*Stop)(nil),                  // 19: fleetbench.coordinator.v1.Stop
-	nil,                           // 20: fleetbench.coordinator.v1.RunSpec.ParamsEntry
-	nil,                           // 21: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*TakeOver)(nil),              // 8: fleetbench.coordinator.v1.TakeOver
+	(*RunSpec)(nil),               // 9: fleetbench.coordinator.v1.RunSpec
+	(*Phase)(nil),                 // 10: fleetbench.coordinator.v1.Phase
+	(*Ready)(nil),                 // 11: fleetbench.coordinator.v1.Ready
+	(*Started)(nil),               // 12: fleetbench.coordinator.v1.Started
+	(*Report)(nil),                // 13: fleetbench.coordinator.v1.Report
+	(*MetricHistogram)(nil),       // 14: fleetbench.coordinator.v1.MetricHistogram
+	(*TurnStats)(nil),             // 15: fleetbench.coordinator.v1.TurnStats
+	(*Counters)(nil),              // 16: fleetbench.coordinator.v1.Counters
+	(*Watermark)(nil),             // 17: fleetbench.coordinator.v1.Watermark
+	(*Heartbeat)(nil),             // 18: fleetbench.coordinator.v1.Heartbeat
+	(*Ack)(nil),                   // 19: fleetbench.coordinator.v1.Ack
+	(*Stop)(nil),                  // 20: fleetbench.coordinator.v1.Stop
+	nil,                           // 21: fleetbench.coordinator.v1.RunSpec.ParamsEntry
+	nil,                           // 22: fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	4,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
-	10, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
-	11, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
-	12, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
-	16, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
-	17, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	11, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
+	12, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
+	13, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
+	17, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
+	18, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	6,  // 6: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
 	7,  // 7: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
-	9,  // 8: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
-	18, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
-	19, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
-	17, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	10, // 8: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
+	19, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
+	20, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
+	18, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	5,  // 12: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	22, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	8,  // 14: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
-	20, // 15: fleetbench.coordinator.v1.RunSpec.params:type_name -> fleetbench.coordinator.v1.RunSpec.ParamsEntry
-	0,  // 16: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	23, // 17: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	22, // 18: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
-	13, // 19: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
-	14, // 20: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
-	15, // 21: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	23, // 22: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	23, // 23: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
-	1,  // 24: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
-	21, // 25: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	23, // 26: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	2,  // 27: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	3,  // 28: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	28, // [28:29] is the sub-list for method output_type
-	27, // [27:28] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	23, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	9,  // 14: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
+	8,  // 15: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
+	21, // 16: fleetbench.coordinator.v1.RunSpec.params:type_name -> fleetbench.coordinator.v1.RunSpec.ParamsEntry
+	0,  // 17: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
+	24, // 18: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	23, // 19: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	14, // 20: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
+	15, // 21: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
+	16, // 22: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
+	24, // 23: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	24, // 24: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	1,  // 25: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
+	22, // 26: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	24, // 27: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	2,  // 28: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	3,  // 29: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	29, // [29:30] is the sub-list for method output_type
+	28, // [28:29] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -1947,7 +2033,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
