@@ -35,8 +35,16 @@ build: ## build bin/fleetbench
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetbench .
 
 .PHONY: test
-test: lint check-generate ## run every check and test (installs the tools it needs)
-	$(GO) test -race -count=1 -timeout 25m ./...
+test: lint check-generate kube-build ## run every check and test, Kubernetes ones on a real local control plane
+	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
+	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
+	  FLEETBENCH_KUBE_DIR=$$dir scripts/kube-env.sh start >/dev/null; \
+	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 \
+	    $(GO) test -race -count=1 -timeout 30m ./...
+
+.PHONY: kube-build
+kube-build: ## build (once, cached outside the repo) the local Kubernetes control plane the tests use
+	scripts/kube-env.sh build
 
 .PHONY: test-short
 test-short: ## run the unit tests without lint or the race detector
@@ -47,8 +55,9 @@ bench: ## run the benchmarks and print their figures
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./...
 
 .PHONY: demo
-demo: build ## run the main job against the built-in simulator
-	./bin/fleetbench run --concurrency 32 --warmup 10s --duration 30s --sim-time-scale 4 --out out/demo
+demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2.5 min)
+	rm -rf out/demo
+	./bin/fleetbench sweep -f deploy/examples/demo-sweep.yaml --out out/demo
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) $(BUF) ## gofmt, go vet, golangci-lint, buf lint/format, import boundaries

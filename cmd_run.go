@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/term"
 
+	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
@@ -74,6 +77,8 @@ type runFlags struct {
 	out             string
 	saveRequests    bool
 	percentiles     string
+
+	agents int
 
 	simReplicas  int
 	simRouter    string
@@ -150,6 +155,7 @@ func (c *cli) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.out, "out", "", "output directory for result.json (and requests.jsonl); required")
 	fs.BoolVar(&f.saveRequests, "save-requests", false, "write every request to OUT/requests.jsonl")
 	fs.StringVar(&f.percentiles, "percentiles", "99", "extra latency percentiles, comma-separated")
+	fs.IntVar(&f.agents, "agents", 0, "run the level with a coordinator and this many agents in this process, over loopback gRPC (0: one engine, no coordinator)")
 	fs.IntVar(&f.simReplicas, "sim-replicas", 0, "simulator: replicas (0: the profile's)")
 	fs.StringVar(&f.simRouter, "sim-router", string(sim.ModeKV), "simulator: routing mode")
 	fs.StringVar(&f.simProfile, "sim-profile", defaultSimProfile(), "simulator: hardware profile")
@@ -180,6 +186,13 @@ func (c *cli) cmdRun(ctx context.Context, args []string) error {
 	if err := f.check(set); err != nil {
 		fmt.Fprintf(c.stderr, "fleetbench run: %v\n", err)
 		return errUsage
+	}
+	if f.agents != 0 {
+		if err := f.checkAgents(set); err != nil {
+			fmt.Fprintf(c.stderr, "fleetbench run: %v\n", err)
+			return errUsage
+		}
+		return c.runAgents(ctx, &f)
 	}
 	return c.run(ctx, &f)
 }
@@ -688,4 +701,165 @@ func (p *progress) line(now time.Time, eng *load.Engine, f *runFlags, origin tim
 		l.rate = float64(l.requests) / s
 	}
 	return l
+}
+
+// checkAgents rejects the settings a fleet level does not carry: the
+// coordinator's stages are a closed loop or a Poisson open loop of a fixed
+// duration.
+func (f *runFlags) checkAgents(set map[string]bool) error {
+	if f.agents < 0 {
+		return errors.New("--agents must not be negative")
+	}
+	for _, name := range []string{"num-prompts", "max-concurrency", "arrival", "burstiness"} {
+		if set[name] {
+			return fmt.Errorf("--%s is not supported with --agents", name)
+		}
+	}
+	if f.duration <= 0 {
+		return errors.New("--duration must be > 0 with --agents")
+	}
+	return nil
+}
+
+// runAgents runs the level with a coordinator and f.agents agents in this
+// process (see runFleet), prints the vLLM block of the merged measurement
+// and writes OUT/result.json, as the single-engine run does.
+func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
+	logger := c.logger.Named("run")
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("create output directory: %w", err)
+	}
+	target := f.target
+	if target == "" {
+		s, err := c.startSim(ctx, f, logger)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		target = s.URL()
+	}
+	ccfg := client.Config{
+		BaseURL: target, Model: f.model, Endpoint: f.endpoint, APIKeyEnv: f.apiKeyEnv, MaxTokens: f.maxTokens,
+		Headers: f.headers, HTTP2: f.http2, ConnectTimeout: f.connectTO, FirstTokenTimeout: f.firstTokenTO,
+		RequestTimeout: f.timeout,
+	}
+	if f.extraBody != "" {
+		ccfg.ExtraBody = json.RawMessage(f.extraBody)
+	}
+	src, err := c.newSource(f, logger)
+	if err != nil {
+		return err
+	}
+	var engOpts []load.Option
+	if f.rampUp > 0 {
+		engOpts = append(engOpts, load.WithRampUp(f.rampUp))
+	}
+	if f.singleTurn {
+		engOpts = append(engOpts, load.WithSingleTurn())
+	}
+	var reqLog *result.RequestLog
+	if f.saveRequests {
+		reqLog, err = result.CreateRequestLog(filepath.Join(f.out, "requests.jsonl"), time.Now())
+		if err != nil {
+			return err
+		}
+		defer reqLog.Close() // on early returns; the normal path closes it below
+	}
+	// Peaks per coordinator window, all from one origin so the measured
+	// windows' merge; which windows are measured is known only at the end.
+	origin := time.Now()
+	var peaksMu sync.Mutex
+	peaks := map[uint32]*result.Peaks{}
+	observe := func(s *record.Sample) {
+		peaksMu.Lock()
+		p := peaks[s.Window]
+		if p == nil {
+			p = result.NewPeaks(origin)
+			peaks[s.Window] = p
+		}
+		peaksMu.Unlock()
+		p.Add(s)
+		if reqLog != nil {
+			_ = reqLog.Write(s) // the first error is sticky; Close reports it
+		}
+	}
+	stage := coordinator.Stage{Level: f.concurrency, RequestRate: f.requestRate, Warmup: f.warmup, Duration: f.duration}
+	if f.requestRate > 0 {
+		stage.Level = 0
+	}
+	logger.Info("run starting", "target", redactURL(target), "model", f.model, "workload", src.Name(), "agents", f.agents,
+		"concurrency", f.concurrency, "request_rate", f.requestRate, "warmup", f.warmup, "duration", f.duration)
+	res, runErr := runFleet(ctx, quiet(logger.Named("fleet")), fleetConfig{
+		Agents: f.agents, Stages: []coordinator.Stage{stage}, Client: ccfg, Source: src, Seed: f.seed,
+		MaxTokens: f.maxTokens, SessionHeader: f.sessionHeader, EngineOptions: engOpts, Observe: observe,
+	})
+	interrupted := ctx.Err() != nil
+	if runErr != nil && !interrupted {
+		return fmt.Errorf("run load: %w", runErr)
+	}
+	if reqLog != nil {
+		if err := reqLog.Close(); err != nil {
+			logger.Warn("request log incomplete", "error", err)
+		}
+	}
+	var sm *stageMeasurement
+	st := stageResult(res, 0)
+	if st != nil {
+		sm, _ = measureStage(res, st)
+	}
+	if sm == nil || sm.Window.Counters.Requests+sm.Window.Counters.Failed == 0 {
+		if interrupted {
+			fmt.Fprintln(c.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
+			return ctx.Err()
+		}
+		return errors.New("no turn was sent in the measurement window")
+	}
+	dur := sm.Duration
+	if interrupted {
+		// Cut short: the measurement lasted until its last turn ended.
+		dur = max(sm.Window.LastEnd.Sub(sm.Start), time.Millisecond)
+	}
+	ps, _ := parsePercentiles(f.percentiles)
+	facts := result.Facts{
+		Duration: dur, RequestRate: f.requestRate, Model: f.model, Target: target, Workload: src.Name(),
+		Version: version, Start: sm.Start, End: sm.Start.Add(dur), Percentiles: ps, MaxConcurrency: f.concurrency,
+	}
+	if f.requestRate > 0 {
+		facts.MaxConcurrency = 0
+	}
+	merged := result.NewPeaks(origin)
+	perAgent := map[string]int64{}
+	for _, w := range stageWindows(res, st) {
+		peaksMu.Lock()
+		p := peaks[w.ID]
+		peaksMu.Unlock()
+		if err := merged.Merge(p); err != nil {
+			return fmt.Errorf("merge peaks: %w", err)
+		}
+		for _, cv := range w.Coverage {
+			perAgent[cv.Agent] += cv.Requests
+		}
+	}
+	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
+	sum, err := result.New(sm.Window, facts)
+	if err != nil {
+		return fmt.Errorf("summarise result: %w", err)
+	}
+	if err := result.WriteBlock(c.stdout, sum); err != nil {
+		return err
+	}
+	agents := make([]string, 0, len(perAgent))
+	for _, id := range slices.Sorted(maps.Keys(perAgent)) {
+		agents = append(agents, fmt.Sprintf("%s=%d", id, perAgent[id]))
+	}
+	fmt.Fprintf(c.stdout, "Agents: %d, requests per agent: %s; start skew %s%s\n", sm.Agents, strings.Join(agents, " "),
+		st.StartSkew.Round(time.Microsecond), degradedSuffix(st.Degraded))
+	if err := writeResultJSON(filepath.Join(f.out, "result.json"), sum, interrupted); err != nil {
+		return err
+	}
+	if interrupted {
+		fmt.Fprintln(c.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
+		return ctx.Err()
+	}
+	return nil
 }

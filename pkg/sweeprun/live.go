@@ -1,0 +1,108 @@
+package sweeprun
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// DefaultLiveSpan is how far back the live figures look.
+const DefaultLiveSpan = 10 * time.Second
+
+// Live keeps the last seconds of samples, for the progress display's live
+// TTFT p95 and error rate. It is fed from the load's observers (many
+// goroutines) and read by the display: safe for concurrent use. Its
+// figures are for watching only; results come from the measurement
+// windows.
+type Live struct {
+	mu      sync.Mutex
+	cfg     hdr.Config
+	buckets []liveBucket // ring of one-second buckets
+}
+
+type liveBucket struct {
+	sec      int64 // Unix second; 0 when unused
+	ttft     *hdr.Histogram
+	ok, fail int64
+}
+
+// NewLive returns a Live that keeps span (rounded up to whole seconds,
+// at least one).
+func NewLive(span time.Duration) *Live {
+	n := max(int((span+time.Second-1)/time.Second), 1)
+	return &Live{cfg: hdr.Default, buckets: make([]liveBucket, n+1)}
+}
+
+// Observe adds one sample, at the time its request ended.
+func (l *Live) Observe(s *record.Sample) {
+	if s == nil || s.Result == nil {
+		return
+	}
+	r := s.Result
+	end := r.Start.Add(r.E2E)
+	if r.E2E <= 0 {
+		end = time.Now()
+	}
+	sec := end.Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := &l.buckets[int(sec%int64(len(l.buckets)))]
+	if b.sec != sec {
+		*b = liveBucket{sec: sec, ttft: b.ttft}
+		if b.ttft == nil {
+			b.ttft = l.cfg.New()
+		} else {
+			b.ttft.Reset()
+		}
+	}
+	if !r.OK() {
+		b.fail++
+		return
+	}
+	b.ok++
+	if r.TTFT > 0 {
+		b.ttft.Record(r.TTFT)
+	}
+}
+
+// LiveStats are the figures over a span of time.
+type LiveStats struct {
+	// Requests and Errors count the turns that ended in the span.
+	Requests, Errors int64
+	// TTFTP95 is over the successful ones; 0 when there were none.
+	TTFTP95 time.Duration
+}
+
+// ErrorRate is Errors over all turns, 0..1.
+func (s LiveStats) ErrorRate() float64 {
+	if n := s.Requests + s.Errors; n > 0 {
+		return float64(s.Errors) / float64(n)
+	}
+	return 0
+}
+
+// Stats returns the figures of the turns that ended in the whole seconds
+// from since up to now, within the span Live keeps.
+func (l *Live) Stats(since, now time.Time) LiveStats {
+	from, to := since.Unix(), now.Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from = max(from, to-int64(len(l.buckets))+2)
+	h := l.cfg.New()
+	var st LiveStats
+	for i := range l.buckets {
+		b := &l.buckets[i]
+		if b.sec == 0 || b.sec < from || b.sec > to {
+			continue
+		}
+		st.Requests += b.ok
+		st.Errors += b.fail
+		_ = h.Merge(b.ttft) // one geometry: nothing is dropped
+	}
+	if h.Count() > 0 {
+		st.TTFTP95 = h.Percentile(95)
+	}
+	return st
+}

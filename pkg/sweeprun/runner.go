@@ -1,0 +1,402 @@
+// Package sweeprun executes a sweep.Plan: for every mode block it switches
+// the routing mode, waits for readiness and primes, then runs each level
+// (warm-up, measurement, cooldown) and writes its point to the output
+// directory as soon as the level ends, so an interrupted sweep loses at most
+// the level it was measuring and can be resumed.
+//
+// The runner does not run load itself: a Measurer runs one level (the
+// fleetbench command runs a coordinator and local agents), so the runner's
+// ordering, resume and restore logic is tested without any server. It lives
+// apart from pkg/sweep so that the spec and plan stay free of load and
+// report dependencies.
+package sweeprun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/ready"
+	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/report"
+	"github.com/fleetbench/fleetbench/pkg/sweep"
+)
+
+// DefaultRestoreTimeout bounds putting the stack back in its original mode
+// after the sweep, which also runs after an interrupt.
+const DefaultRestoreTimeout = 2 * time.Minute
+
+// Level is one level to measure: its point and its timings.
+type Level struct {
+	Key sweep.Key
+	// RequestRate, when positive, makes the level an open loop (Key.Level
+	// then caps concurrent conversations).
+	RequestRate float64
+	Warmup      time.Duration
+	Measure     time.Duration
+	// Snapshots is the number of equal measured windows Measure is cut
+	// into; the level's measurement is their merge.
+	Snapshots int
+}
+
+// Measurement is what a Measurer measured at one level.
+type Measurement struct {
+	// Window merges the level's measured windows across agents (never an
+	// average of their percentiles).
+	Window *record.Window
+	// Snapshots are the measured windows, in time order.
+	Snapshots []*record.Window
+	// Start and End bound the measured time.
+	Start, End time.Time
+	// Coverage, Degraded, StartSkew and Agents are as in report.Point.
+	Coverage  float64
+	Degraded  bool
+	StartSkew time.Duration
+	Agents    int
+}
+
+// Measurer runs load at one level: a warm-up, then the measured time. It
+// returns ctx's error (and no measurement) when ctx ends first.
+type Measurer interface {
+	Measure(ctx context.Context, l Level) (*Measurement, error)
+}
+
+// MeasurerFunc adapts a function to Measurer.
+type MeasurerFunc func(ctx context.Context, l Level) (*Measurement, error)
+
+// Measure calls f.
+func (f MeasurerFunc) Measure(ctx context.Context, l Level) (*Measurement, error) { return f(ctx, l) }
+
+var _ Measurer = MeasurerFunc(nil)
+
+// Gate is the readiness gate after a switch; *ready.Gate implements it.
+type Gate interface {
+	Ready(ctx context.Context) (*ready.Report, error)
+	Prime(ctx context.Context, rep *ready.Report) error
+}
+
+var _ Gate = (*ready.Gate)(nil)
+
+// Adder records finished points; *report.Writer implements it.
+type Adder interface {
+	Add(p *report.Point) (report.Row, error)
+}
+
+var _ Adder = (*report.Writer)(nil)
+
+// Status is what the runner is doing, reported to Config.OnStatus at the
+// start of every step. A level is one status (Kind StepWarmup, or
+// StepMeasure without a warm-up) that covers its warm-up and measurement;
+// its cooldown is another. Restoring the original mode is a StepSwitch
+// with Run 0.
+type Status struct {
+	// Step is the plan's step; for a level, Step.Duration is warm-up plus
+	// measurement.
+	Step sweep.Step
+	// Warmup and Measure are the level's timings (levels only).
+	Warmup, Measure time.Duration
+	// Started is when the step began.
+	Started time.Time
+	// After is the planned time of the steps after this one (switches
+	// counted at the spec's estimate).
+	After time.Duration
+	// Done and Total count the points measured (this sweep and before a
+	// resume) and planned.
+	Done, Total int
+}
+
+// Config configures a Runner. Spec and Plan are read-only.
+type Config struct {
+	Spec *sweep.Spec
+	Plan *sweep.Plan
+	// Switchers has the switch of every mode (Spec.Switchers).
+	Switchers map[string]sweep.Switcher
+	// Gate is the readiness gate; nil skips readiness (Spec.Readiness.Skip).
+	Gate Gate
+	// Measurer runs each level.
+	Measurer Measurer
+	// Output records each point as its level ends.
+	Output Adder
+	// Restore switches the stack back to the mode it was in before the
+	// sweep (read with sweep.Current) once the sweep ends.
+	Restore bool
+	// OnStatus, when set, is called from Run's goroutine at every step.
+	OnStatus func(Status)
+	// Logger may be nil.
+	Logger hclog.Logger
+	// Now and Sleep default to the real clock; tests replace them.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Result is what Run did. The caller owns it.
+type Result struct {
+	// Points are the points measured by this Run, in plan order.
+	Points []report.Point
+	// Switches is the number of mode switches made for the plan (not
+	// counting the restore).
+	Switches int
+	// Readiness has one report per gate passed, in order.
+	Readiness []*ready.Report
+	// Original is the mode read before the first switch ("" when the
+	// switch cannot read it); Restored reports that it was switched back.
+	Original string
+	Restored bool
+}
+
+// Runner executes one plan. Create it with New and call Run once.
+type Runner struct {
+	cfg Config
+	log hclog.Logger
+}
+
+// New checks cfg and returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	var errs []error
+	if cfg.Spec == nil || cfg.Plan == nil {
+		errs = append(errs, errors.New("spec and plan are required"))
+	}
+	if cfg.Measurer == nil {
+		errs = append(errs, errors.New("measurer is required"))
+	}
+	if cfg.Output == nil {
+		errs = append(errs, errors.New("output is required"))
+	}
+	if cfg.Plan != nil {
+		for _, st := range cfg.Plan.Steps {
+			if st.Kind == sweep.StepSwitch && cfg.Switchers[st.Mode] == nil {
+				errs = append(errs, fmt.Errorf("mode %q has no switcher", st.Mode))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new sweep runner: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	return &Runner{cfg: cfg, log: cfg.Logger.Named("sweep")}, nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run executes the plan's steps in order. Each level's point goes to
+// Output as soon as the level is measured; a level cut short by ctx is not
+// written. After the last step, or on an error or interrupt, it restores
+// the original mode when Config.Restore is set and the sweep switched away
+// from it. It returns what it did with the first error.
+func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	res := &Result{}
+	steps := r.cfg.Plan.Steps
+	if len(steps) == 0 {
+		r.log.Info("nothing to run: every point is done")
+		return res, nil
+	}
+	if r.cfg.Restore {
+		res.Original = r.readCurrent(ctx, steps[0].Mode)
+	}
+	err := r.run(ctx, res)
+	if r.cfg.Restore && res.Original != "" && res.Switches > 0 {
+		if rerr := r.restore(ctx, res); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if err == nil {
+		r.notify(Status{Step: sweep.Step{Kind: StepDone}, Started: r.cfg.Now(), Done: r.cfg.Plan.Done + len(res.Points), Total: r.cfg.Plan.Total})
+	}
+	return res, err
+}
+
+func (r *Runner) run(ctx context.Context, res *Result) error {
+	steps := r.cfg.Plan.Steps
+	done := r.cfg.Plan.Done
+	var rep *ready.Report
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
+		status := Status{Step: st, Started: r.cfg.Now(), After: after(steps, i+1), Done: done, Total: r.cfg.Plan.Total}
+		switch st.Kind {
+		case sweep.StepSwitch:
+			r.notify(status)
+			if err := r.cfg.Switchers[st.Mode].Switch(ctx, st.Mode); err != nil {
+				return fmt.Errorf("run %d: switch to %s: %w", st.Run, st.Mode, err)
+			}
+			res.Switches++
+		case sweep.StepGate:
+			if r.cfg.Gate == nil {
+				continue
+			}
+			r.notify(status)
+			var err error
+			if rep, err = r.cfg.Gate.Ready(ctx); err != nil {
+				return fmt.Errorf("run %d mode %s: %w", st.Run, st.Mode, err)
+			}
+			res.Readiness = append(res.Readiness, rep)
+		case sweep.StepPrime:
+			if r.cfg.Gate == nil || rep == nil {
+				continue
+			}
+			r.notify(status)
+			if err := r.cfg.Gate.Prime(ctx, rep); err != nil {
+				return fmt.Errorf("run %d mode %s: prime: %w", st.Run, st.Mode, err)
+			}
+			r.log.Info("ready", "run", st.Run, "mode", st.Mode, "stages", rep.String())
+		case sweep.StepWarmup, sweep.StepMeasure:
+			// A level is its warm-up step (if any) and its measure step.
+			lv := Level{Key: st.Key(), RequestRate: r.cfg.Spec.RequestRate}
+			if st.Kind == sweep.StepWarmup {
+				lv.Warmup = st.Duration
+				i++
+				if i >= len(steps) || steps[i].Kind != sweep.StepMeasure || steps[i].Key() != st.Key() {
+					return fmt.Errorf("plan: warm-up of %s is not followed by its measurement", st.Key())
+				}
+			}
+			ms := steps[i]
+			lv.Measure, lv.Snapshots = ms.Duration, max(ms.Snapshots, 1)
+			status.Step.Duration = lv.Warmup + lv.Measure
+			status.Warmup, status.Measure = lv.Warmup, lv.Measure
+			status.After = after(steps, i+1)
+			r.notify(status)
+			p, err := r.level(ctx, lv)
+			if err != nil {
+				return err
+			}
+			res.Points = append(res.Points, *p)
+			done++
+		case sweep.StepCooldown:
+			r.notify(status)
+			if err := r.cfg.Sleep(ctx, st.Duration); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// StepDone is the Kind of the last Status, sent when every step is done
+// (and the mode restored).
+const StepDone sweep.StepKind = "done"
+
+// level measures one level and records its point.
+func (r *Runner) level(ctx context.Context, lv Level) (*report.Point, error) {
+	k := lv.Key
+	r.log.Info("level starting", "run", k.Run, "mode", k.Mode, "level", k.Level, "warmup", lv.Warmup, "measure", lv.Measure)
+	m, err := r.cfg.Measurer.Measure(ctx, lv)
+	if err != nil {
+		return nil, fmt.Errorf("measure %s: %w", k, err)
+	}
+	if ctx.Err() != nil {
+		// A measurement that raced the interrupt may be cut short: the
+		// resumed sweep measures this level again.
+		return nil, ctx.Err()
+	}
+	if m == nil || m.Window == nil {
+		return nil, fmt.Errorf("measure %s: no measurement", k)
+	}
+	p := &report.Point{
+		Run: k.Run, Mode: k.Mode, Level: k.Level, RPS: lv.RequestRate,
+		Window: m.Window, Snapshots: m.Snapshots, MeasureStart: m.Start, MeasureEnd: m.End,
+		Coverage: m.Coverage, Degraded: m.Degraded, StartSkew: m.StartSkew, Agents: m.Agents,
+	}
+	row, err := r.cfg.Output.Add(p)
+	if err != nil {
+		return nil, fmt.Errorf("record %s: %w", k, err)
+	}
+	r.log.Info("level done", "run", k.Run, "mode", k.Mode, "level", k.Level, "requests", row.Requests,
+		"errors", row.Errors, "ttft_p95", secDur(row.TTFTP95), "kv_hit_rate", fmt.Sprintf("%.3f", row.HitRate),
+		"degraded", row.Degraded)
+	return p, nil
+}
+
+func secDur(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Microsecond)
+}
+
+// after sums the planned durations of steps[from:].
+func after(steps []sweep.Step, from int) time.Duration {
+	var d time.Duration
+	for _, st := range steps[min(from, len(steps)):] {
+		d += st.Duration
+	}
+	return d
+}
+
+func (r *Runner) notify(s Status) {
+	if r.cfg.OnStatus != nil {
+		r.cfg.OnStatus(s)
+	}
+}
+
+// readCurrent reads the stack's mode before the sweep with the switch of
+// the first mode to run; "" when it cannot be read.
+func (r *Runner) readCurrent(ctx context.Context, mode string) string {
+	cur, err := sweep.Current(ctx, r.cfg.Switchers[mode])
+	switch {
+	case errors.Is(err, sweep.ErrNoCurrent):
+		r.log.Info("the switch cannot read the current mode; it will not be restored after the sweep")
+		return ""
+	case err != nil:
+		r.log.Warn("read the current mode; it will not be restored after the sweep", "error", err)
+		return ""
+	}
+	r.log.Info("mode before the sweep", "mode", cur)
+	return cur
+}
+
+// restore switches back to res.Original, with the switch of that mode when
+// it is one of the sweep's, else the first mode's. It runs after an
+// interrupt too, on a context of its own.
+func (r *Runner) restore(ctx context.Context, res *Result) error {
+	sw := r.cfg.Switchers[res.Original]
+	if sw == nil {
+		sw = r.cfg.Switchers[r.cfg.Plan.Steps[0].Mode]
+	}
+	if last := r.lastSwitched(res); last == res.Original {
+		r.log.Info("the stack is already in its original mode", "mode", last)
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultRestoreTimeout)
+	defer cancel()
+	r.notify(Status{Step: sweep.Step{Kind: sweep.StepSwitch, Mode: res.Original}, Started: r.cfg.Now()})
+	if err := sw.Switch(rctx, res.Original); err != nil {
+		return fmt.Errorf("restore mode %s: %w", res.Original, err)
+	}
+	res.Restored = true
+	r.log.Info("original mode restored", "mode", res.Original)
+	return nil
+}
+
+// lastSwitched is the mode of the last switch made.
+func (r *Runner) lastSwitched(res *Result) string {
+	n := 0
+	for _, st := range r.cfg.Plan.Steps {
+		if st.Kind == sweep.StepSwitch {
+			n++
+			if n == res.Switches {
+				return st.Mode
+			}
+		}
+	}
+	return ""
+}
