@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
+	"unicode/utf8"
 
 	"github.com/fleetbench/fleetbench/pkg/openai"
 )
@@ -93,52 +93,163 @@ func newBodyTemplate(cfg Config) (*bodyTemplate, error) {
 	}, nil
 }
 
-// build returns the JSON body for req. The chat endpoint sends req.Messages,
-// or req.Prompt as one user message when Messages is empty; the completions
-// endpoint sends req.Prompt, or the messages' contents joined by blank lines
-// when Prompt is empty.
-func (t *bodyTemplate) build(req *Request) ([]byte, error) {
-	size := len(t.prefix) + len(req.Prompt) + 64
+// size returns an upper bound of the body of req that is exact unless a
+// string needs escaping, so that build rarely grows its buffer.
+func (t *bodyTemplate) size(req *Request) int {
+	n := len(t.prefix) + len(req.Prompt) + 64
 	for _, m := range req.Messages {
-		size += len(m.Content) + len(m.Role) + 32
+		n += len(m.Content) + len(m.Role) + 32
 	}
-	b := bytes.NewBuffer(make([]byte, 0, size))
-	b.Write(t.prefix)
+	return n
+}
+
+// build appends the JSON body for req to dst and returns it. The chat
+// endpoint sends req.Messages, or req.Prompt as one user message when
+// Messages is empty; the completions endpoint sends req.Prompt, or the
+// messages' contents joined by blank lines when Prompt is empty. Strings are
+// escaped as encoding/json escapes them with SetEscapeHTML(false); build
+// never fails.
+func (t *bodyTemplate) build(dst []byte, req *Request) []byte {
+	dst = append(dst, t.prefix...)
 	if t.setMaxTokens {
 		n := t.maxTokens
 		if req.MaxTokens > 0 {
 			n = req.MaxTokens
 		}
 		if n > 0 {
-			b.WriteString(`,"max_tokens":`)
-			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(n), 10))
+			dst = append(dst, `,"max_tokens":`...)
+			dst = strconv.AppendInt(dst, int64(n), 10)
 		}
 	}
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
 	if t.chat {
-		msgs := req.Messages
-		if len(msgs) == 0 {
-			msgs = []openai.Message{{Role: openai.RoleUser, Content: req.Prompt}}
+		dst = append(dst, `,"messages":[`...)
+		if len(req.Messages) == 0 {
+			dst = appendMessage(dst, openai.RoleUser, req.Prompt)
 		}
-		b.WriteString(`,"messages":`)
-		if err := enc.Encode(msgs); err != nil {
-			return nil, err
-		}
-	} else {
-		prompt := req.Prompt
-		if prompt == "" && len(req.Messages) > 0 {
-			parts := make([]string, len(req.Messages))
-			for i, m := range req.Messages {
-				parts[i] = m.Content
+		for i, m := range req.Messages {
+			if i > 0 {
+				dst = append(dst, ',')
 			}
-			prompt = strings.Join(parts, "\n\n")
+			dst = appendMessage(dst, m.Role, m.Content)
 		}
-		b.WriteString(`,"prompt":`)
-		if err := enc.Encode(prompt); err != nil {
-			return nil, err
+		dst = append(dst, ']')
+	} else {
+		dst = append(dst, `,"prompt":"`...)
+		if req.Prompt != "" || len(req.Messages) == 0 {
+			dst = appendEscaped(dst, req.Prompt)
+		} else {
+			for i, m := range req.Messages {
+				if i > 0 {
+					dst = append(dst, `\n\n`...)
+				}
+				dst = appendEscaped(dst, m.Content)
+			}
 		}
+		dst = append(dst, '"')
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(dst, '}')
+}
+
+// appendMessage appends {"role":...,"content":...} as encoding/json encodes
+// an openai.Message.
+func appendMessage(dst []byte, role, content string) []byte {
+	dst = append(dst, `{"role":`...)
+	dst = appendString(dst, role)
+	dst = append(dst, `,"content":`...)
+	dst = appendString(dst, content)
+	return append(dst, '}')
+}
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscaped appends s escaped for a JSON string, without quotes, byte
+// for byte as encoding/json does with SetEscapeHTML(false): the short
+// escapes for '"', '\\', \b, \f, \n, \r and \t, \u00xx for other control
+// characters, \ufffd for each invalid UTF-8 byte, and \u2028 and \u2029
+// (JavaScript line terminators). FuzzAppendString checks it against
+// encoding/json.
+func appendEscaped(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		// Bodies are mostly long runs of plain ASCII (a document, the
+		// history): skip them eight bytes at a time.
+		for i+8 <= len(s) && plainWord(load64(s[i:])) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(dst, s[start:]...)
+}
+
+// Masks for plainWord, one byte value repeated in each of eight bytes.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// load64 returns the first eight bytes of s as a little-endian word.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// plainWord reports whether the eight bytes of w are all printable ASCII
+// other than '"' and '\\', which JSON copies as they are. A byte is flagged
+// when its high bit is set (non-ASCII), when it is below 0x20, or when it
+// equals '"' or '\\' (a zero byte after XOR); the zero and less-than tests
+// are the classic SWAR ones, exact for "any byte".
+func plainWord(w uint64) bool {
+	q, bs := w^('"'*ones), w^('\\'*ones)
+	return (w|(w-0x20*ones)&^w|(q-ones)&^q|(bs-ones)&^bs)&highs == 0
 }

@@ -9,7 +9,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,19 +33,31 @@ const (
 	maxIdleConnsPerHost = 1 << 16
 	idleConnTimeout     = 90 * time.Second
 	tcpKeepAlive        = 30 * time.Second
+	// readBufferSize and writeBufferSize size each HTTP/1.1 connection's
+	// buffers (net/http's default is 4 KB each), which live as long as the
+	// connection: with one connection per stream they are a good part of a
+	// stream's memory. A streamed chunk is a few hundred bytes; a request
+	// body larger than the write buffer is written straight from its own
+	// buffer (see tcpConn), so a small one costs no extra system call.
+	readBufferSize  = 2 << 10
+	writeBufferSize = 1 << 10
 	// errorBodyLimit bounds what is read of a non-200 body for the message.
 	errorBodyLimit = 4 << 10
 	// discardLimit bounds what is read past the message so that the
 	// connection can be reused.
 	discardLimit = 64 << 10
-	// drainTimeout bounds the wait for the end of the body after [DONE]. The
-	// chunked terminator normally arrives with [DONE]; reading it lets the
-	// connection be reused, and giving up costs only a new dial.
-	drainTimeout = 50 * time.Millisecond
-	// itlPrealloc caps the ITL slice allocated up front from max_tokens, so
-	// a large max_tokens with short answers does not cost 8 bytes a token
-	// on every one of thousands of streams.
-	itlPrealloc = 512
+	// drainTimeout bounds the wait for the end of the body after [DONE].
+	// Servers send the chunked terminator with or right after [DONE];
+	// reading it lets the connection be reused. The bound is generous
+	// because on a saturated machine a goroutine may wait tens of
+	// milliseconds to run, and giving up closes the connection and costs
+	// the next turn a dial; only a server that holds the body open after
+	// [DONE] ever waits it out.
+	drainTimeout = time.Second
+	// itlInitial caps the ITL slice allocated up front from max_tokens; it
+	// grows on demand past that, so a large max_tokens with short answers
+	// does not cost 8 bytes a token on every one of thousands of streams.
+	itlInitial = 32
 )
 
 // Request is one turn to send. The chat endpoint uses Messages (or Prompt as
@@ -70,6 +81,7 @@ type Request struct {
 type Client struct {
 	endpoint     string
 	url          string
+	shownURL     string // url for logs and String, password redacted
 	modelsURL    string
 	model        string
 	http2        bool
@@ -78,8 +90,10 @@ type Client struct {
 	firstToken   time.Duration
 	reqTimeout   time.Duration
 	itlCap       int
+	maxConns     int
 
-	body *bodyTemplate
+	body   *bodyTemplate
+	bodies bodyPool
 	// creds holds every header value, the API key included. It is behind a
 	// pointer so that fmt, printing a Client value, shows an address rather
 	// than its contents.
@@ -132,13 +146,15 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	if cfg.Endpoint == EndpointCompletions {
 		path = "/completions"
 	}
-	if _, err := url.Parse(base + path); err != nil {
+	u, err := url.Parse(base + path)
+	if err != nil {
 		return nil, fmt.Errorf("build url: %w", err)
 	}
 	tr := newTransport(cfg)
 	c := &Client{
 		endpoint:     cfg.Endpoint,
 		url:          base + path,
+		shownURL:     u.Redacted(), // user info may hold a password
 		modelsURL:    base + "/models",
 		model:        cfg.Model,
 		http2:        cfg.HTTP2,
@@ -146,7 +162,8 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		maxLine:      cfg.MaxLineBytes,
 		firstToken:   cfg.FirstTokenTimeout,
 		reqTimeout:   cfg.RequestTimeout,
-		itlCap:       min(cfg.MaxTokens, itlPrealloc),
+		itlCap:       min(cfg.MaxTokens, itlInitial),
+		maxConns:     cfg.MaxConnsPerHost,
 		body:         body,
 		creds:        creds,
 		transport:    tr,
@@ -159,18 +176,26 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		logger: logger.Named("client"),
 	}
 	c.states.New = func() any { return &streamState{rd: sse.NewReader(nil, c.maxLine)} }
-	c.logger.Debug("client ready", "url", c.url, "model", c.model, "http2", c.http2,
+	c.logger.Debug("client ready", "url", c.shownURL, "model", c.model, "http2", c.http2,
 		"api_key_set", creds.key != "", "headers", len(cfg.Headers))
 	return c, nil
 }
 
 // newTransport builds a transport for many concurrent streams to one host:
-// every idle connection is kept, the number of connections is not capped,
-// responses are not compressed (compression would buffer the stream), and
-// the protocol is HTTP/1.1 unless cfg.HTTP2 asks for HTTP/2 (h2c for
-// http:// URLs).
+// every idle connection is kept, connections are capped at
+// cfg.MaxConnsPerHost (0: no cap), responses are not compressed
+// (compression would buffer the stream), and the protocol is HTTP/1.1
+// unless cfg.HTTP2 asks for HTTP/2 (h2c for http:// URLs). TCP connections
+// are wrapped in tcpConn, which writes request bodies without a copy buffer.
 func newTransport(cfg Config) *http.Transport {
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: tcpKeepAlive}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dialer.DialContext(ctx, network, addr)
+		if tc, ok := conn.(*net.TCPConn); ok {
+			return tcpConn{tc}, nil
+		}
+		return conn, err
+	}
 	var protocols http.Protocols
 	if cfg.HTTP2 {
 		protocols.SetHTTP2(true)
@@ -182,21 +207,27 @@ func newTransport(cfg Config) *http.Transport {
 		// No proxy: a proxy between the load generator and the server
 		// would be measured as server latency.
 		Proxy:               nil,
-		DialContext:         dialer.DialContext,
+		DialContext:         dial,
 		TLSHandshakeTimeout: cfg.ConnectTimeout,
 		MaxIdleConns:        0, // no global limit
 		MaxIdleConnsPerHost: maxIdleConnsPerHost,
-		MaxConnsPerHost:     0, // no limit; the load engine bounds concurrency
-		IdleConnTimeout:     idleConnTimeout,
-		DisableCompression:  true,
-		Protocols:           &protocols,
+		// With no cap, a request that finds no idle connection dials even
+		// though one is about to come back (a closed loop's previous turn
+		// finishing), which leaves an extra connection per session at
+		// scale; capping at the concurrency makes it wait instead.
+		MaxConnsPerHost:    cfg.MaxConnsPerHost,
+		IdleConnTimeout:    idleConnTimeout,
+		DisableCompression: true,
+		ReadBufferSize:     readBufferSize,
+		WriteBufferSize:    writeBufferSize,
+		Protocols:          &protocols,
 	}
 }
 
 // String describes the client without credentials. It is safe to call
 // concurrently.
 func (c *Client) String() string {
-	return fmt.Sprintf("client.Client{url:%q model:%q http2:%t}", c.url, c.model, c.http2)
+	return fmt.Sprintf("client.Client{url:%q model:%q http2:%t}", c.shownURL, c.model, c.http2)
 }
 
 // GoString is String, so %#v does not expose credentials either.
@@ -210,10 +241,14 @@ func (c *Client) Close() { c.transport.CloseIdleConnections() }
 // GET /v1/models requests and holding every response until all have arrived,
 // so that each needs its own connection; the connections then go back to the
 // idle pool. Any HTTP response counts as warmed; an error means some
-// connections could not be opened. Under HTTP/2 the requests share
-// connections, so fewer are opened. It is safe to call concurrently with
-// Stream.
+// connections could not be opened. n is capped at Config.MaxConnsPerHost
+// when that is set (more requests than connections would wait forever for
+// each other). Under HTTP/2 the requests share connections, so fewer are
+// opened. It is safe to call concurrently with Stream.
 func (c *Client) Warm(ctx context.Context, n int) error {
+	if c.maxConns > 0 {
+		n = min(n, c.maxConns)
+	}
 	if n <= 0 {
 		return nil
 	}
@@ -278,16 +313,21 @@ func (c *Client) get(ctx context.Context, u string) (*http.Response, error) {
 	return resp, nil
 }
 
-// newRequest builds the HTTP request for req on ctx.
+// newRequest builds the HTTP request for req on ctx. The body is built into
+// a pooled buffer that goes back to the pool once the transport has written
+// it. GetBody, which the transport calls to send the request again on a new
+// connection when a reused one turned out dead before anything was written
+// (or, under HTTP/2, on a refused stream), builds the body afresh: it only
+// runs inside RoundTrip, while req is still the caller's.
 func (c *Client) newRequest(ctx context.Context, req *Request) (*http.Request, error) {
-	body, err := c.body.build(req)
+	body := c.bodies.newBody(c.body, req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, body)
 	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
+		_ = body.Close()
 		return nil, fmt.Errorf("build request: %w", err)
 	}
+	hr.ContentLength = int64(body.n)
+	hr.GetBody = func() (io.ReadCloser, error) { return c.bodies.newBody(c.body, req), nil }
 	h := make(http.Header, len(c.creds.header)+len(req.Headers)+2)
 	h["Content-Type"] = []string{"application/json"}
 	h["Accept"] = []string{"text/event-stream"}
@@ -298,6 +338,12 @@ func (c *Client) newRequest(ctx context.Context, req *Request) (*http.Request, e
 		h.Set(k, v)
 	}
 	hr.Header = h
+	// http.Client turns user info in the URL into basic auth; Stream calls
+	// the transport directly, so it does the same here.
+	if u := hr.URL.User; u != nil && h.Get("Authorization") == "" {
+		pass, _ := u.Password()
+		hr.SetBasicAuth(u.Username(), pass)
+	}
 	return hr, nil
 }
 

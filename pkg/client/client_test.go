@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -615,3 +616,32 @@ func TestConnectionReusedAfterDone(t *testing.T) {
 }
 
 var _ io.Reader = (*timedBody)(nil)
+
+// TestStreamBasicAuthFromURL checks that user info in the base URL is sent
+// as basic auth, as http.Client would send it, unless an Authorization
+// header is configured.
+func TestStreamBasicAuthFromURL(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		writeEvents(chunk("a", "stop"), doneEvent)(w, r)
+	}))
+	defer srv.Close()
+	withUser := strings.Replace(srv.URL, "http://", "http://alice:s3cret@", 1)
+	plain := mustNew(t, newConfig(withUser))
+	cfg := newConfig(withUser)
+	cfg.Headers = map[string]string{"Authorization": "Bearer configured"}
+	configured := mustNew(t, cfg)
+	for _, c := range []*Client{plain, configured} {
+		if res := c.Stream(t.Context(), userRequest("hi")); !res.OK() {
+			t.Fatal(res.Err)
+		}
+	}
+	want := []string{"Basic YWxpY2U6czNjcmV0", "Bearer configured"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Authorization headers %q, want %q", got, want)
+	}
+}

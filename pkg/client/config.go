@@ -72,6 +72,13 @@ type Config struct {
 	// unencrypted HTTP/2 with prior knowledge (h2c). The default is
 	// HTTP/1.1, one connection per in-flight stream.
 	HTTP2 bool
+	// MaxConnsPerHost caps the connections to the server, dialing and idle
+	// ones included; a request that finds none free waits for one. Zero
+	// means no cap. A load generator sets it to its concurrency: without
+	// a cap, net/http dials for a request that finds no idle connection
+	// even when one is about to come back, and at thousands of sessions
+	// ends up with an extra connection per session.
+	MaxConnsPerHost int
 
 	// ConnectTimeout bounds dialing and the TLS handshake; default
 	// DefaultConnectTimeout.
@@ -138,6 +145,9 @@ func (c Config) Validate() error {
 	if c.MaxLineBytes < 0 {
 		add("max line bytes %d is negative", c.MaxLineBytes)
 	}
+	if c.MaxConnsPerHost < 0 {
+		add("max connections per host %d is negative", c.MaxConnsPerHost)
+	}
 	return errors.Join(errs...)
 }
 
@@ -166,8 +176,8 @@ func (c Config) String() string {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	return fmt.Sprintf("client.Config{BaseURL:%q Model:%q Endpoint:%q APIKeyEnv:%q MaxTokens:%d HTTP2:%t Headers:%v WorkerHeader:%q ConnectTimeout:%s FirstTokenTimeout:%s RequestTimeout:%s MaxLineBytes:%d ExtraBody:%d bytes}",
-		c.BaseURL, c.Model, c.Endpoint, c.APIKeyEnv, c.MaxTokens, c.HTTP2, names, c.WorkerHeader,
+	return fmt.Sprintf("client.Config{BaseURL:%q Model:%q Endpoint:%q APIKeyEnv:%q MaxTokens:%d HTTP2:%t MaxConnsPerHost:%d Headers:%v WorkerHeader:%q ConnectTimeout:%s FirstTokenTimeout:%s RequestTimeout:%s MaxLineBytes:%d ExtraBody:%d bytes}",
+		c.BaseURL, c.Model, c.Endpoint, c.APIKeyEnv, c.MaxTokens, c.HTTP2, c.MaxConnsPerHost, names, c.WorkerHeader,
 		c.ConnectTimeout, c.FirstTokenTimeout, c.RequestTimeout, c.MaxLineBytes, len(c.ExtraBody))
 }
 

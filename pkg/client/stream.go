@@ -141,7 +141,7 @@ func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
 	r := run{c: c, ctx: ctx, res: res}
 	n := c.itlCap
 	if req.MaxTokens > 0 {
-		n = min(req.MaxTokens, itlPrealloc)
+		n = min(req.MaxTokens, itlInitial)
 	}
 	if n > 1 {
 		res.ITL = make([]time.Duration, 0, n-1)
@@ -193,7 +193,10 @@ func (r *run) do(req *Request) {
 		r.ftTimer = time.AfterFunc(c.firstToken, func() { cancel(ErrFirstTokenTimeout) })
 		defer r.ftTimer.Stop()
 	}
-	resp, err := c.http.Do(hreq)
+	// Call the transport directly: http.Client.Do would, on every request,
+	// clone the headers and build closures for following redirects, which
+	// the client never does (a 3xx is reported as it is).
+	resp, err := c.transport.RoundTrip(hreq)
 	headersAt := time.Now()
 	if err != nil {
 		r.fail(headersAt, err, ClassConnect, "send request")
@@ -342,8 +345,11 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 	}
 	ch := &st.chunk
 	ch.reset()
-	if err := st.dec.decode(data, ch); err != nil {
-		return false, fmt.Errorf("decode chunk %q: %w", r.c.redact(clean(string(data[:min(len(data), 64)]))), err)
+	if !ch.parseFast(data) {
+		ch.reset()
+		if err := st.dec.decode(data, ch); err != nil {
+			return false, fmt.Errorf("decode chunk %q: %w", r.c.redact(clean(string(data[:min(len(data), 64)]))), err)
+		}
 	}
 	if serr := r.streamError(ch); serr != nil {
 		return false, serr

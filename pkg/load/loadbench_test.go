@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -241,6 +242,17 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// gcCPU is the CPU time the garbage collector has used, in seconds, as the
+// runtime estimates it.
+func gcCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
+}
+
 // memInUse returns the heap in use and the goroutine stacks after a
 // collection.
 func memInUse() (heap, stack uint64) {
@@ -261,7 +273,8 @@ func memInUse() (heap, stack uint64) {
 //     stacks after a GC with every session in flight, minus the same before
 //     the run, per session;
 //   - cpu-s/1k-req: this process's user+system CPU per 1,000 requests
-//     (server-cpu-s/1k-req is the child's, for comparison).
+//     (server-cpu-s/1k-req is the child's, for comparison), and gc-cpu-%
+//     the share of it the runtime estimates went to garbage collection.
 //
 // Diagnostics: server-late-* is how late the server itself wrote first
 // tokens (its share of the "client-added" figure, mostly CPU contention on a
@@ -304,7 +317,11 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	if h2c {
 		target = base
 	}
-	cl, err := client.New(client.Config{BaseURL: target, Model: "bench", MaxTokens: 32, HTTP2: h2c}, nil)
+	// MaxConnsPerHost as fleetbench run sets it: one connection per
+	// session, so a turn that finds its connection not yet back in the
+	// pool waits for it instead of dialing another.
+	cl, err := client.New(client.Config{BaseURL: target, Model: "bench", MaxTokens: 32, HTTP2: h2c,
+		MaxConnsPerHost: sessions}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -354,10 +371,10 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	time.Sleep(warmUp)
 	e.SetWindow(1)
 	fetchServerStats(b, base, true)
-	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
+	cpu0, srvCPU0, gc0, t0 := cpuTime(), procCPU(pid), gcCPU(), time.Now()
 	time.Sleep(measure)
 	e.SetWindow(2)
-	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
+	cpu, srvCPU, gc, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, gcCPU()-gc0, time.Since(t0)
 	srv := fetchServerStats(b, base, false)
 	load := loadAverage()
 
@@ -404,6 +421,9 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	b.ReportMetric(float64(goroutines)/float64(sessions), "goroutines/stream")
 	b.ReportMetric(cpu.Seconds()/float64(w.Counters.Requests)*1000, "cpu-s/1k-req")
 	b.ReportMetric(srvCPU.Seconds()/float64(w.Counters.Requests)*1000, "server-cpu-s/1k-req")
+	if cpu > 0 {
+		b.ReportMetric(100*gc/cpu.Seconds(), "gc-cpu-%")
+	}
 	b.ReportMetric(float64(w.Counters.Requests)/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(w.Counters.Failed), "failed")
 	if w.Counters.Failed > 0 {

@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -345,5 +346,52 @@ func TestRecorderIgnoresIncomplete(t *testing.T) {
 	rec.Record(&Sample{Window: 1})
 	if ws := rec.Drain(); len(ws) != 0 {
 		t.Fatalf("Drain() = %d windows, want 0", len(ws))
+	}
+}
+
+// TestRecorderAllocatesWindowOnce checks that goroutines that all find a
+// window missing at once (every session at a window edge) allocate its
+// histograms once between them, not once each: each window is 1.4 MB.
+func TestRecorderAllocatesWindowOnce(t *testing.T) {
+	const goroutines, windows = 32, 8
+	allocated := func(f func()) uint64 {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		f()
+		runtime.ReadMemStats(&m1)
+		return m1.TotalAlloc - m0.TotalAlloc
+	}
+	one := allocated(func() { NewWindow(0, hdr.Default) })
+	rec := NewRecorder(hdr.Default)
+	r := rand.New(rand.NewPCG(1, 2))
+	samples := make([]*Sample, goroutines)
+	for i := range samples {
+		samples[i] = randSample(r, 0)
+		samples[i].Turn = 1 // one TurnStats histogram per window
+	}
+	total := allocated(func() {
+		for id := range uint32(windows) {
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for _, s := range samples {
+				s := *s
+				s.Window = id + 1
+				wg.Go(func() {
+					<-start
+					rec.Record(&s)
+				})
+			}
+			close(start)
+			wg.Wait()
+		}
+	})
+	// Everything but the windows (turn 1's histogram, samples, goroutines,
+	// map growth) is well under half a window per window.
+	if max := windows * (one + one/2); total > max {
+		t.Errorf("recording into %d new windows from %d goroutines allocated %d bytes, want at most %d (one window is %d)",
+			windows, goroutines, total, max, one)
+	}
+	if ws := rec.Drain(); len(ws) != windows {
+		t.Errorf("Drain() = %d windows, want %d", len(ws), windows)
 	}
 }

@@ -16,9 +16,15 @@ import (
 // One mutex guards the current set of windows. A Record holds it for one
 // Window.Add, a request's whole ITL slice included, which costs a few
 // nanoseconds per value; Drain swaps the set for an empty one under the lock
-// and does the rest outside it.
+// and does the rest outside it. A second mutex serialises the creation of
+// windows, which allocates outside the first.
 type Recorder struct {
 	cfg hdr.Config
+
+	// create is held while a window is allocated, so that goroutines that
+	// all find a window missing allocate it once, not once each. Lock
+	// order: create before mu.
+	create sync.Mutex
 
 	mu      sync.Mutex
 	windows map[uint32]*Window // guarded by mu; swapped out by Drain
@@ -60,19 +66,28 @@ func (r *Recorder) Update(window uint32, fn func(*Counters)) {
 // window returns the current window id, creating it. It is called with r.mu
 // held and may release and retake it: a window allocates every histogram
 // (about 1.4 MB with hdr.Default), which must not stall every other
-// recording goroutine.
+// recording goroutine. The allocation happens under r.create instead, so
+// that the goroutines that find the window missing together (every session
+// at a window edge) allocate it once between them.
 func (r *Recorder) window(id uint32) *Window {
+	if w := r.windows[id]; w != nil {
+		return w
+	}
+	r.mu.Unlock()
+	r.create.Lock()
+	defer r.create.Unlock()
+	r.mu.Lock()
+	// Another goroutine may have created the window while this one waited
+	// for r.create.
 	if w := r.windows[id]; w != nil {
 		return w
 	}
 	r.mu.Unlock()
 	fresh := NewWindow(id, r.cfg)
 	r.mu.Lock()
-	// A concurrent Record may have created the window, or a Drain swapped
-	// the map, meanwhile: look again in the current map.
-	if w := r.windows[id]; w != nil {
-		return w
-	}
+	// Only a holder of r.create adds windows, so the window is still
+	// missing; a Drain may have swapped the map meanwhile, and the window
+	// belongs to the current one.
 	r.windows[id] = fresh
 	return fresh
 }

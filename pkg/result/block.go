@@ -69,6 +69,9 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 	if s.Workload != "" {
 		b.str("Workload:", s.Workload)
 	}
+	if s.Interrupted {
+		b.str("Interrupted:", "yes, the window was cut short")
+	}
 	b.rule("KV Cache Reuse", '-')
 	b.float("KV cache hit rate (%):", 100*s.HitRate)
 	b.float("Requests with cache hit (%):", 100*s.HitRequestShare)

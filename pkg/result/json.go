@@ -170,7 +170,7 @@ func (s *Summary) ownFields() object {
 	for _, c := range s.Clamped {
 		clamped = append(clamped, field{c.Metric, c.Count})
 	}
-	return object{
+	o := object{
 		{"fleetbench_version", s.Version},
 		{"workload", s.Workload},
 		{"target", s.Target},
@@ -199,6 +199,11 @@ func (s *Summary) ownFields() object {
 		{"restarted_turns", s.Restarted},
 		{"fallbacks", s.Fallbacks},
 	}
+	if s.Interrupted {
+		// Last, where readers of earlier results found it.
+		o = append(o, field{"interrupted", true})
+	}
+	return o
 }
 
 // rfc3339 is t in UTC as RFC 3339 with nanoseconds, or null when unset.
@@ -244,6 +249,8 @@ func writeValue(b *bytes.Buffer, v any) error {
 		b.WriteString(strconv.Itoa(v))
 	case int64:
 		b.WriteString(strconv.FormatInt(v, 10))
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
 	case string:
 		writeString(b, v)
 	default:

@@ -144,6 +144,10 @@ func TestGolden(t *testing.T) {
 			f.Label = "kv-aware"
 			return f
 		}},
+		{"interrupted", func(f Facts) Facts {
+			f.Interrupted = true
+			return f
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -581,5 +585,48 @@ func TestGoldenMatchesPython(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
+	}
+}
+
+// TestInterrupted checks that "interrupted": true is the last key of
+// result.json and a line of the additions exactly when Facts.Interrupted is
+// set, and that it changes nothing else.
+func TestInterrupted(t *testing.T) {
+	const key = `, "interrupted": true}`
+	outputs := func(interrupted bool) (js, block string) {
+		w, p := craftedWindow(t)
+		f := craftedFacts(p)
+		f.Interrupted = interrupted
+		s, err := New(w, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jb, bb bytes.Buffer
+		if err := WriteJSON(&jb, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteBlock(&bb, s); err != nil {
+			t.Fatal(err)
+		}
+		return jb.String(), bb.String()
+	}
+	plainJSON, plainBlock := outputs(false)
+	cutJSON, cutBlock := outputs(true)
+	if strings.Contains(plainJSON, "interrupted") || strings.Contains(plainBlock, "Interrupted") {
+		t.Errorf("an uninterrupted run mentions interruption:\n%s\n%s", plainJSON, plainBlock)
+	}
+	if want := strings.TrimSuffix(plainJSON, "}") + key; cutJSON != want {
+		t.Errorf("interrupted result.json:\n got %s\nwant %s", cutJSON, want)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(cutJSON), &v); err != nil || v["interrupted"] != true {
+		t.Errorf("interrupted result.json does not decode with interrupted=true: %v, %v", err, v["interrupted"])
+	}
+	var found bool
+	for _, l := range parseBlock(t, cutBlock) {
+		found = found || l.label == "Interrupted:"
+	}
+	if !found {
+		t.Errorf("interrupted block has no Interrupted line:\n%s", cutBlock)
 	}
 }

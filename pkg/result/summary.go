@@ -85,6 +85,10 @@ type Facts struct {
 	// figures, from a Peaks fed with the run's samples; 0 when not tracked.
 	PeakOutputTokensPerSec float64
 	PeakConcurrentRequests int
+	// Interrupted marks a run cut short (by a signal) before its planned
+	// end: WriteJSON adds "interrupted": true as the last key and
+	// WriteBlock says so in the additions. False writes nothing.
+	Interrupted bool
 }
 
 // Stats are one latency metric's statistics in milliseconds.
