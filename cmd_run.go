@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -294,21 +293,7 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 		target = s.URL()
 	}
 
-	ccfg := client.Config{
-		BaseURL:           target,
-		Model:             f.model,
-		Endpoint:          f.endpoint,
-		APIKeyEnv:         f.apiKeyEnv,
-		MaxTokens:         f.maxTokens,
-		Headers:           f.headers,
-		HTTP2:             f.http2,
-		ConnectTimeout:    f.connectTO,
-		FirstTokenTimeout: f.firstTokenTO,
-		RequestTimeout:    f.timeout,
-	}
-	if f.extraBody != "" {
-		ccfg.ExtraBody = json.RawMessage(f.extraBody)
-	}
+	ccfg := f.clientConfig(target)
 	cl, err := client.New(ccfg, logger)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
@@ -440,6 +425,7 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 		facts.MaxConcurrency = f.concurrency
 	}
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
+	facts.Interrupted = interrupted
 	sum, err := result.New(w, facts)
 	if err != nil {
 		return fmt.Errorf("summarise result: %w", err)
@@ -447,7 +433,7 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 	if err := result.WriteBlock(c.stdout, sum); err != nil {
 		return err
 	}
-	if err := writeResultJSON(filepath.Join(f.out, "result.json"), sum, interrupted); err != nil {
+	if err := result.WriteJSONFile(filepath.Join(f.out, "result.json"), sum); err != nil {
 		return err
 	}
 	if interrupted {
@@ -467,25 +453,32 @@ func measured(rec *record.Recorder) *record.Window {
 	return nil
 }
 
-// writeResultJSON writes result.json, adding "interrupted": true as the
-// last key when the run was cut short by a signal.
-func writeResultJSON(path string, s *result.Summary, interrupted bool) error {
-	if !interrupted {
-		return result.WriteJSONFile(path, s)
+// clientConfig is the streaming client's configuration for target. The
+// connection cap matches the sessions in flight so net/http does not dial a
+// spare connection per session while another is being returned to the pool.
+func (f *runFlags) clientConfig(target string) client.Config {
+	cfg := client.Config{
+		BaseURL:           target,
+		Model:             f.model,
+		Endpoint:          f.endpoint,
+		APIKeyEnv:         f.apiKeyEnv,
+		MaxTokens:         f.maxTokens,
+		Headers:           f.headers,
+		HTTP2:             f.http2,
+		ConnectTimeout:    f.connectTO,
+		FirstTokenTimeout: f.firstTokenTO,
+		RequestTimeout:    f.timeout,
 	}
-	var b bytes.Buffer
-	if err := result.WriteJSON(&b, s); err != nil {
-		return err
+	switch {
+	case f.requestRate > 0:
+		cfg.MaxConnsPerHost = f.maxConcurrency // 0: uncapped arrivals, no cap
+	default:
+		cfg.MaxConnsPerHost = f.concurrency
 	}
-	out := bytes.TrimRight(b.Bytes(), "\n")
-	if len(out) == 0 || out[len(out)-1] != '}' {
-		return errors.New("write result: unexpected JSON layout")
+	if f.extraBody != "" {
+		cfg.ExtraBody = json.RawMessage(f.extraBody)
 	}
-	out = append(out[:len(out)-1:len(out)-1], []byte(", \"interrupted\": true}\n")...)
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		return fmt.Errorf("write result: %w", err)
-	}
-	return nil
+	return cfg
 }
 
 // startSim starts the built-in simulator in-process on a loopback port.
@@ -738,14 +731,7 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 		defer s.Close()
 		target = s.URL()
 	}
-	ccfg := client.Config{
-		BaseURL: target, Model: f.model, Endpoint: f.endpoint, APIKeyEnv: f.apiKeyEnv, MaxTokens: f.maxTokens,
-		Headers: f.headers, HTTP2: f.http2, ConnectTimeout: f.connectTO, FirstTokenTimeout: f.firstTokenTO,
-		RequestTimeout: f.timeout,
-	}
-	if f.extraBody != "" {
-		ccfg.ExtraBody = json.RawMessage(f.extraBody)
-	}
+	ccfg := f.clientConfig(target)
 	src, err := c.newSource(f, logger)
 	if err != nil {
 		return err
@@ -841,6 +827,7 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 		}
 	}
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
+	facts.Interrupted = interrupted
 	sum, err := result.New(sm.Window, facts)
 	if err != nil {
 		return fmt.Errorf("summarise result: %w", err)
@@ -854,7 +841,7 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 	}
 	fmt.Fprintf(c.stdout, "Agents: %d, requests per agent: %s; start skew %s%s\n", sm.Agents, strings.Join(agents, " "),
 		st.StartSkew.Round(time.Microsecond), degradedSuffix(st.Degraded))
-	if err := writeResultJSON(filepath.Join(f.out, "result.json"), sum, interrupted); err != nil {
+	if err := result.WriteJSONFile(filepath.Join(f.out, "result.json"), sum); err != nil {
 		return err
 	}
 	if interrupted {
