@@ -18,7 +18,7 @@ func benchServer(tb testing.TB) *httptest.Server {
 	body := b.String()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		w.Write([]byte(body))
+		_, _ = w.Write([]byte(body))
 	}))
 	tb.Cleanup(srv.Close)
 	return srv

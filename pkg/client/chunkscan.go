@@ -402,8 +402,8 @@ func (s *scanner) skip(depth int) bool {
 	if s.i >= len(s.b) || depth > maxScanDepth {
 		return false
 	}
-	switch c := s.b[s.i]; {
-	case c == '{':
+	switch c := s.b[s.i]; c {
+	case '{':
 		s.i++
 		s.space()
 		if s.consume('}') {
@@ -430,7 +430,7 @@ func (s *scanner) skip(depth int) bool {
 			}
 			s.space()
 		}
-	case c == '[':
+	case '[':
 		s.i++
 		s.space()
 		if s.consume(']') {
@@ -449,13 +449,13 @@ func (s *scanner) skip(depth int) bool {
 			}
 			s.space()
 		}
-	case c == '"':
+	case '"':
 		return s.skipString()
-	case c == 't':
+	case 't':
 		return s.literal("true")
-	case c == 'f':
+	case 'f':
 		return s.literal("false")
-	case c == 'n':
+	case 'n':
 		return s.literal("null")
 	default:
 		return s.skipNumber()

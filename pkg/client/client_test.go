@@ -131,7 +131,7 @@ func hijackReset(w http.ResponseWriter, r *http.Request) {
 	buf.Flush()
 	time.Sleep(10 * time.Millisecond)
 	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0) // RST instead of FIN
+		_ = tc.SetLinger(0) // RST instead of FIN
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,4 +159,3 @@ func userRequest(text string) *Request {
 	return &Request{Messages: []openai.Message{{Role: openai.RoleUser, Content: text}}}
 }
 
-func joinEvents(parts ...string) string { return strings.Join(parts, "") }

@@ -105,6 +105,10 @@ func (c *wireChunk) reset() {
 }
 
 // run is the state of one Stream call.
+//
+// A run lives for one Stream call and no longer, like an http.Request, so it
+// may keep the caller's context: error classification needs to tell the
+// caller's cancellation from the request's own timeouts.
 type run struct {
 	c       *Client
 	ctx     context.Context // the caller's
@@ -146,7 +150,7 @@ func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
 	if n > 1 {
 		res.ITL = make([]time.Duration, 0, n-1)
 	}
-	r.do(req)
+	r.do(ctx, req)
 	res.Text, res.Reasoning = r.text.String(), r.reasoning.String()
 	if !res.UsageReported {
 		res.OutputTokens = r.chunks
@@ -158,9 +162,9 @@ func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
 }
 
 // do runs the request; failures land in r.res.
-func (r *run) do(req *Request) {
+func (r *run) do(ctx context.Context, req *Request) {
 	c := r.c
-	rctx, cancel := context.WithCancelCause(r.ctx)
+	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.cancel = cancel
 	if c.reqTimeout > 0 {

@@ -401,11 +401,12 @@ func (d *dynamoSwitch) Current(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read current mode: %w", err)
 	}
-	for _, r := range d.envRefs(svc) {
-		if r.valueFrom {
+	if refs := d.envRefs(svc); len(refs) > 0 {
+		// The first place the variable is set is what the pods get.
+		if refs[0].valueFrom {
 			return "", fmt.Errorf("read current mode: env %s is set with valueFrom", d.env)
 		}
-		return d.values.mode(r.value), nil
+		return d.values.mode(refs[0].value), nil
 	}
 	if list, ok, _ := unstructured.NestedSlice(dgd.Object, "spec", "envs"); ok {
 		for _, e := range list {

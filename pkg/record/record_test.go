@@ -318,7 +318,7 @@ func TestRecorderConcurrentDrain(t *testing.T) {
 		if w.ID >= windows {
 			t.Fatalf("unexpected window id %d", w.ID)
 		}
-		total.Counters.Add(&w.Counters)
+		total.Add(&w.Counters)
 		for m, h := range w.Hist {
 			total.hist[m] += h.Count()
 		}

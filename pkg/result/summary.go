@@ -43,9 +43,6 @@ var DefaultPercentiles = []float64{99}
 // (streamed /v1/chat/completions).
 const DefaultBackend = "openai-chat"
 
-// turnPercentiles are the percentiles printed per turn group.
-var turnPercentiles = []float64{50, 95, 99}
-
 // Facts are the run's facts that a Window does not carry.
 type Facts struct {
 	// Duration is the length of the measurement window; every throughput is
