@@ -158,4 +158,3 @@ func mustNew(t testing.TB, cfg Config) *Client {
 func userRequest(text string) *Request {
 	return &Request{Messages: []openai.Message{{Role: openai.RoleUser, Content: text}}}
 }
-
