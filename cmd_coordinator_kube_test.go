@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/kubejob"
+	"github.com/fleetbench/fleetbench/pkg/kubetest"
+)
+
+func TestParseToleration(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    corev1.Toleration
+		wantErr bool
+	}{
+		{"gpu=true:NoSchedule", corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}, false},
+		{"dedicated:NoExecute", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}, false},
+		{"spot", corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists}, false},
+		{"pool=load", corev1.Toleration{Key: "pool", Operator: corev1.TolerationOpEqual, Value: "load"}, false},
+		{"gpu=true:Sometimes", corev1.Toleration{}, true},
+		{":NoSchedule", corev1.Toleration{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseToleration(tt.in)
+		if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
+			t.Errorf("parseToleration(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestParseNodeSelector(t *testing.T) {
+	got, err := parseNodeSelector([]string{"pool=load,zone=a", "arch=amd64"})
+	want := map[string]string{"pool": "load", "zone": "a", "arch": "amd64"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("parseNodeSelector = %v, %v; want %v", got, err, want)
+	}
+	if _, err := parseNodeSelector([]string{"pool"}); err == nil {
+		t.Error("parseNodeSelector(pool) succeeded, want an error")
+	}
+}
+
+func TestParseResources(t *testing.T) {
+	r, err := parseResources("2", "1Gi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests.Cpu().String() != "2" || r.Requests.Memory().String() != "1Gi" || r.Limits.Memory().String() != "1Gi" || !r.Limits.Cpu().IsZero() {
+		t.Errorf("resources %+v: want cpu request 2, memory request and limit 1Gi, no cpu limit", r)
+	}
+	if _, err := parseResources("two", ""); err == nil {
+		t.Error("parseResources(two) succeeded, want an error")
+	}
+}
+
+// kubeFlagSet mimics cmdCoordinator's flag set: its --agents and the kube
+// flags.
+func kubeFlagSet(t *testing.T, args ...string) *kubeFlags {
+	t.Helper()
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int("agents", 1, "")
+	f := addKubeFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestKubeFlagsConfig(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		agents int
+	}{
+		{"agents flag", []string{"--agents", "3"}, 3},
+		{"default agents", nil, 1},
+		{"from capacity", []string{"--agent-capacity", "16"}, 7}, // ceil(100/16)
+		{"both", []string{"--agents", "8", "--agent-capacity", "16"}, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--kube-agents", "--agent-image", "fleetbench:dev"}, tt.args...)
+			cfg, err := kubeFlagSet(t, args...).config("bench", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.AgentCount(); got != tt.agents {
+				t.Errorf("agents = %d, want %d", got, tt.agents)
+			}
+		})
+	}
+
+	f := kubeFlagSet(t, "--kube-agents", "--agent-image", "fleetbench:dev", "--agents", "2",
+		"--agent-cpu", "2", "--agent-memory", "1Gi", "--node-selector", "pool=load", "--toleration", "gpu=true:NoSchedule",
+		"--token-secret", "tok/t", "--api-key-secret", "key", "--coordinator-service", "coord.bench.svc:7070",
+		"--pending-timeout", "30s", "--agent-spread", "DoNotSchedule", "--agent-pull-secret", "regcred",
+		"--agent-arg=--endpoint=chat")
+	cfg, err := f.config("bench", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := kubejob.Build(cfg)
+	pod := job.Spec.Template.Spec
+	if pod.NodeSelector["pool"] != "load" || len(pod.Tolerations) != 1 || pod.ImagePullSecrets[0].Name != "regcred" ||
+		pod.TopologySpreadConstraints[0].WhenUnsatisfiable != corev1.DoNotSchedule ||
+		cfg.Token != (kubejob.SecretRef{Name: "tok", Key: "t"}) || cfg.APIKey != (kubejob.SecretRef{Name: "key", Key: kubejob.DefaultAPIKeyKey}) ||
+		cfg.CoordinatorAddr != "coord.bench.svc:7070" || cfg.PendingTimeout != 30*time.Second ||
+		pod.Containers[0].Resources.Limits.Memory().String() != "1Gi" {
+		t.Errorf("config from flags: %+v", cfg)
+	}
+	if args := pod.Containers[0].Args; args[len(args)-1] != "--endpoint=chat" {
+		t.Errorf("agent args %q, want --endpoint=chat last", args)
+	}
+
+	if _, err := kubeFlagSet(t, "--kube-agents").config("bench", 8); err == nil {
+		t.Error("config without --agent-image succeeded, want an error")
+	}
+}
+
+// TestStartKubeAgents runs the coordinator's wiring against the real
+// control plane: the Job is sized from the stages, its pods run and
+// complete, and stop (what a signal leads to) deletes it.
+func TestStartKubeAgents(t *testing.T) {
+	restCfg := kubetest.Env(t)
+	ns := kubetest.Namespace(t, restCfg)
+	cs := kubetest.Client(t, restCfg)
+	t.Setenv("KUBECONFIG", os.Getenv(kubetest.EnvKubeconfig))
+	t.Setenv(kubejob.EnvPodName, "")
+	logger := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+
+	t.Run("runs and deletes", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
+			"--agent-capacity", "4", "--coordinator-service", "coord:7070")
+		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}, {Level: 8}}}
+		runCtx, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Agents != 2 {
+			t.Errorf("cfg.Agents = %d, want 2 (ceil(8/4))", cfg.Agents)
+		}
+		jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(jobs.Items) != 1 {
+			t.Fatalf("jobs %v, %v; want one", jobs, err)
+		}
+		name := jobs.Items[0].Name
+		if _, err := kubetest.WaitJob(ctx, cs, ns, name); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		if _, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("job after stop: %v, want NotFound", err)
+		}
+		if err := kubeCause(runCtx, context.Canceled); !errors.Is(err, context.Canceled) {
+			t.Errorf("kubeCause after a clean run = %v, want the run's own error", err)
+		}
+	})
+
+	t.Run("fatal cancels the run", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
+			"--agents", "1", "--node-selector", kubetest.FakeNodeLabel+"=none", "--pending-timeout", "2s")
+		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
+		runCtx, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		select {
+		case <-runCtx.Done():
+		case <-ctx.Done():
+			t.Fatal("run not canceled by an unschedulable agent")
+		}
+		var kerr *kubejob.Error
+		if err := kubeCause(runCtx, context.Canceled); !errors.As(err, &kerr) || kerr.Kind != kubejob.KindPendingTooLong {
+			t.Errorf("kubeCause = %v, want a PendingTooLong *kubejob.Error", err)
+		}
+	})
+}

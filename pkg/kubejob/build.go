@@ -1,0 +1,211 @@
+package kubejob
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Environment variables Build sets in the agent container. The agent's
+// flags refer to them as $(NAME), which the kubelet expands.
+const (
+	EnvIndex = "JOB_COMPLETION_INDEX"
+	EnvToken = "FLEETBENCH_TOKEN"
+)
+
+// Build returns the agents' Indexed Job for cfg, which must be valid (see
+// Validate). It is a pure function of cfg.
+//
+// Each pod runs `fleetbench agent --coordinator ADDR --id $(POD_NAME)
+// --index $(JOB_COMPLETION_INDEX) [--token-file F] [--capacity N] ARGS`,
+// the index coming from the Job controller's completion-index annotation
+// through the downward API.
+func Build(cfg Config) *batchv1.Job {
+	cfg = cfg.withDefaults()
+	name := cfg.JobName()
+	n := int32(cfg.AgentCount())
+
+	labels := maps.Clone(cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelName] = "fleetbench"
+	labels[LabelComponent] = "agent"
+	labels[LabelManagedBy] = "fleetbench-coordinator"
+	labels[LabelAgents] = name
+	if cfg.RunID != "" {
+		labels[LabelRun] = cfg.RunID
+	}
+	selector := map[string]string{LabelAgents: name}
+
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: cfg.Namespace,
+			Labels:    labels,
+		},
+		Spec: batchv1.JobSpec{
+			CompletionMode: new(batchv1.IndexedCompletion),
+			Completions:    new(n),
+			Parallelism:    new(n),
+			// A failed agent is replaced only once its pod has fully
+			// terminated, so two pods never hold one index at once.
+			PodReplacementPolicy: new(batchv1.Failed),
+			BackoffLimitPerIndex: new(*cfg.BackoffLimitPerIndex),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				{
+					// A usage error fails the same way on every retry.
+					Action: batchv1.PodFailurePolicyActionFailJob,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+						ContainerName: new(ContainerName),
+						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+						Values:        []int32{ExitUsage},
+					},
+				},
+				{
+					// Evictions and preemptions are not the agent's fault:
+					// replace the pod without using up the index's retries.
+					Action: batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+						{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+					},
+				},
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      maps.Clone(labels),
+					Annotations: maps.Clone(cfg.Annotations),
+				},
+				Spec: podSpec(cfg, selector),
+			},
+		},
+	}
+	if cfg.TTLAfterFinished > 0 {
+		job.Spec.TTLSecondsAfterFinished = new(int32(cfg.TTLAfterFinished.Seconds()))
+	}
+	if cfg.Owner != nil {
+		job.OwnerReferences = []metav1.OwnerReference{*cfg.Owner}
+	}
+	return job
+}
+
+func podSpec(cfg Config, selector map[string]string) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		// Never: each failure is a new pod the Job counts against the
+		// index's backoff, and the watcher sees it as an agent loss.
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		ServiceAccountName:            cfg.ServiceAccountName,
+		AutomountServiceAccountToken:  new(false),
+		EnableServiceLinks:            new(false),
+		NodeSelector:                  maps.Clone(cfg.NodeSelector),
+		Tolerations:                   slices.Clone(cfg.Tolerations),
+		TerminationGracePeriodSeconds: new(int64(30)),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: new(true),
+			RunAsUser:    new(int64(65532)),
+			RunAsGroup:   new(int64(65532)),
+			// The token file is mode 0440, readable through its group.
+			FSGroup:        new(int64(65532)),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{container(cfg)},
+		Volumes: []corev1.Volume{{
+			Name:         "tmp",
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		}},
+	}
+	if cfg.PortRange != "-" {
+		// ip_local_port_range is a namespaced, safe sysctl: allowed by the
+		// kubelet and the baseline Pod Security level without opt-in.
+		spec.SecurityContext.Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: cfg.PortRange}}
+	}
+	for _, s := range cfg.ImagePullSecrets {
+		spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	if cfg.Spread != SpreadNone {
+		spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew:           1,
+			TopologyKey:       corev1.LabelHostname,
+			WhenUnsatisfiable: cfg.Spread,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
+		}}
+	}
+	if !cfg.Token.IsZero() && !cfg.TokenAsEnv {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{
+			Name: "token",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  cfg.Token.Name,
+				Items:       []corev1.KeyToPath{{Key: cfg.Token.Key, Path: "token"}},
+				DefaultMode: new(int32(0o440)),
+			}},
+		})
+	}
+	return spec
+}
+
+func container(cfg Config) corev1.Container {
+	args := []string{"agent",
+		"--coordinator", cfg.CoordinatorAddr,
+		"--id", "$(" + EnvPodName + ")",
+		"--index", "$(" + EnvIndex + ")",
+	}
+	env := []corev1.EnvVar{
+		{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		// The Job controller sets this variable too; setting it here makes
+		// the Job self-describing and the --index flag independent of it.
+		{Name: EnvIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.annotations['" + batchv1.JobCompletionIndexAnnotation + "']",
+		}}},
+		{Name: "FLEETBENCH_LOG_FORMAT", Value: "json"},
+	}
+	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	if !cfg.Token.IsZero() {
+		if cfg.TokenAsEnv {
+			env = append(env, secretEnv(EnvToken, cfg.Token))
+		} else {
+			args = append(args, "--token-file", TokenFile)
+			mounts = append(mounts, corev1.VolumeMount{Name: "token", MountPath: TokenDir, ReadOnly: true})
+		}
+	}
+	if !cfg.APIKey.IsZero() {
+		env = append(env, secretEnv(cfg.APIKeyEnv, cfg.APIKey))
+		if cfg.APIKeyEnv != DefaultAPIKeyEnv {
+			args = append(args, "--api-key-env", cfg.APIKeyEnv)
+		}
+	}
+	if cfg.AgentCapacity > 0 {
+		args = append(args, "--capacity", strconv.Itoa(cfg.AgentCapacity))
+	}
+	args = append(args, cfg.Args...)
+	env = append(env, cfg.Env...)
+	return corev1.Container{
+		Name:            ContainerName,
+		Image:           cfg.Image,
+		ImagePullPolicy: cfg.PullPolicy,
+		Command:         slices.Clone(cfg.Command),
+		Args:            args,
+		Env:             env,
+		Resources:       *cfg.Resources.DeepCopy(),
+		VolumeMounts:    mounts,
+		// A crashing agent's last log lines become the Failed event's
+		// message.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(false),
+			ReadOnlyRootFilesystem:   new(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+func secretEnv(name string, s SecretRef) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: s.Name},
+		Key:                  s.Key,
+	}}}
+}
