@@ -78,6 +78,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	hbTimeout := fs.Duration("heartbeat-timeout", coordinator.DefaultHeartbeatTimeout, "silence after which an agent is lost")
 	grace := fs.Duration("grace", coordinator.DefaultGrace, "how long a window waits for agents' watermarks")
 	joinTimeout := fs.Duration("join-timeout", coordinator.DefaultJoinTimeout, "how long to wait for the agents")
+	kube := addKubeFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,6 +118,13 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		}
 		cfg.Stages = append(cfg.Stages, s)
 	}
+	// With --kube-agents the agents are an Indexed Job; a fatal pod failure
+	// cancels ctx with the cause, and the Job is deleted on every exit.
+	ctx, stopKube, err := kube.startKubeAgentsFor(ctx, c.logger, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopKube()
 	co, err := coordinator.New(cfg, c.logger)
 	if err != nil {
 		return err
@@ -126,7 +134,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	c.logger.Info("coordinator listening", "addr", lis.Addr().String(), "agents", *agents, "tls", *cert != "")
+	c.logger.Info("coordinator listening", "addr", lis.Addr().String(), "agents", cfg.Agents, "tls", *cert != "")
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	served := make(chan error, 1)
@@ -134,6 +142,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		served <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: token, CertFile: *cert, KeyFile: *key})
 	}()
 	res, runErr := co.Run(ctx)
+	runErr = kubeCause(ctx, runErr)
 	// Give the agents a moment to receive their stop before the server
 	// goes away.
 	select {
