@@ -44,8 +44,8 @@ func (c *cli) cmdProbe(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stderr, "fleetbench probe: --target URL is required and no arguments are taken")
 		return errUsage
 	}
-	if *interval <= 0 || *timeout <= 0 || *grace < 0 {
-		fmt.Fprintln(c.stderr, "fleetbench probe: --interval and --timeout must be positive, --grace not negative")
+	if *interval <= 0 || *timeout <= 0 || *reqTimeout <= 0 || *grace < 0 {
+		fmt.Fprintln(c.stderr, "fleetbench probe: --interval, --timeout and --request-timeout must be positive, --grace not negative")
 		return errUsage
 	}
 	rep, err := ready.Probe(ctx, ready.ProbeConfig{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -28,10 +29,17 @@ func (c *cli) cmdReport(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
+		return errUsage
+	}
+	if *sla < 0 || *fallback < 0 {
+		fmt.Fprintln(c.stderr, "fleetbench report: --sla and --fallback-sla must not be negative")
 		return errUsage
 	}
 	if err := ctx.Err(); err != nil {

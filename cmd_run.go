@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -276,25 +275,71 @@ func parsePercentiles(s string) ([]float64, error) {
 	return ps, nil
 }
 
+// runEnv is what both kinds of run set up before the load starts: the
+// output directory, the target (the in-process simulator when --target is
+// empty) and the optional request log.
+type runEnv struct {
+	target string
+	// reqLog is nil without --save-requests.
+	reqLog *result.RequestLog
+	sim    *sim.Sim
+}
+
+// setUp prepares a run's environment; the caller must Close it.
+func (c *cli) setUp(ctx context.Context, f *runFlags, logger hclog.Logger) (_ *runEnv, err error) {
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	env := &runEnv{target: f.target}
+	defer func() {
+		if err != nil {
+			env.Close()
+		}
+	}()
+	if env.target == "" {
+		if env.sim, err = c.startSim(ctx, f, logger); err != nil {
+			return nil, err
+		}
+		env.target = env.sim.URL()
+	}
+	if f.saveRequests {
+		if env.reqLog, err = result.CreateRequestLog(filepath.Join(f.out, "requests.jsonl"), time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
+}
+
+// closeRequestLog flushes and closes the request log, once the load has
+// stopped; nil without --save-requests.
+func (e *runEnv) closeRequestLog() error {
+	if e.reqLog == nil {
+		return nil
+	}
+	return e.reqLog.Close()
+}
+
+// Close releases what setUp started; the request log's own error is
+// reported by closeRequestLog, so Close on an early return loses nothing
+// the user was promised.
+func (e *runEnv) Close() {
+	_ = e.closeRequestLog()
+	if e.sim != nil {
+		_ = e.sim.Close()
+	}
+}
+
 // run performs a checked run.
 func (c *cli) run(ctx context.Context, f *runFlags) error {
 	logger := c.logger.Named("run")
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return fmt.Errorf("create output directory: %w", err)
+	env, err := c.setUp(ctx, f, logger)
+	if err != nil {
+		return err
 	}
+	defer env.Close()
+	target, reqLog := env.target, env.reqLog
 
-	target := f.target
-	if target == "" {
-		s, err := c.startSim(ctx, f, logger)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		target = s.URL()
-	}
-
-	ccfg := f.clientConfig(target)
-	cl, err := client.New(ccfg, logger)
+	cl, err := client.New(f.clientConfig(target), logger)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
@@ -309,14 +354,6 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 	origin := time.Now().Add(f.warmup)
 	peaks := result.NewPeaks(origin)
 	prog := newProgress()
-	var reqLog *result.RequestLog
-	if f.saveRequests {
-		reqLog, err = result.CreateRequestLog(filepath.Join(f.out, "requests.jsonl"), time.Now())
-		if err != nil {
-			return err
-		}
-		defer reqLog.Close() // on early returns; the normal path closes it below
-	}
 	observe := func(s *record.Sample) {
 		if s.Window == windowMeasure {
 			peaks.Add(s)
@@ -375,20 +412,12 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 	if runErr != nil {
 		return fmt.Errorf("run load: %w", runErr)
 	}
-	if reqLog != nil {
-		if err := reqLog.Close(); err != nil {
-			logger.Warn("request log incomplete", "error", err)
-		}
-	}
+	logErr := env.closeRequestLog()
 
 	interrupted := ctx.Err() != nil
 	w := measured(rec)
 	if w == nil || w.Counters.Requests+w.Counters.Failed == 0 {
-		if interrupted {
-			fmt.Fprintln(c.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
-			return ctx.Err()
-		}
-		return errors.New("no turn was sent in the measurement window")
+		return c.nothingMeasured(ctx, logErr)
 	}
 	// A run cut short (by the budget or a signal) lasts until its last
 	// turn ended; a full run lasts the planned duration, as the turns sent
@@ -426,6 +455,26 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 	}
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
 	facts.Interrupted = interrupted
+	return c.writeResult(ctx, f, w, facts, logErr, nil)
+}
+
+// nothingMeasured is the outcome of a run whose measurement window saw no
+// turn: the interrupt that cut it short, or an error. logErr is the request
+// log's close error, which is reported either way.
+func (c *cli) nothingMeasured(ctx context.Context, logErr error) error {
+	if ctx.Err() != nil {
+		c.logRequestLogErr(logErr)
+		fmt.Fprintln(c.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
+		return errors.Join(ctx.Err(), logErr)
+	}
+	return errors.Join(errors.New("no turn was sent in the measurement window"), logErr)
+}
+
+// writeResult summarises the measurement window w, prints the vLLM block
+// (then extra, when not nil) and writes OUT/result.json. logErr, the
+// request log's close error, fails the command after the result is saved:
+// requests.jsonl is incomplete and the user asked for it.
+func (c *cli) writeResult(ctx context.Context, f *runFlags, w *record.Window, facts result.Facts, logErr error, extra func(io.Writer)) error {
 	sum, err := result.New(w, facts)
 	if err != nil {
 		return fmt.Errorf("summarise result: %w", err)
@@ -433,14 +482,26 @@ func (c *cli) run(ctx context.Context, f *runFlags) error {
 	if err := result.WriteBlock(c.stdout, sum); err != nil {
 		return err
 	}
+	if extra != nil {
+		extra(c.stdout)
+	}
 	if err := result.WriteJSONFile(filepath.Join(f.out, "result.json"), sum); err != nil {
-		return err
+		return errors.Join(err, logErr)
 	}
-	if interrupted {
+	if facts.Interrupted {
 		fmt.Fprintln(c.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
-		return ctx.Err()
+		c.logRequestLogErr(logErr)
+		return errors.Join(ctx.Err(), logErr)
 	}
-	return nil
+	return logErr
+}
+
+// logRequestLogErr logs the request log's close error on an interrupted
+// run, whose exit reports only the interrupt.
+func (c *cli) logRequestLogErr(err error) {
+	if err != nil {
+		c.logger.Named("run").Error("request log incomplete", "error", err)
+	}
 }
 
 // measured returns the measurement window from the recorder, nil if empty.
@@ -615,15 +676,9 @@ const (
 	interruptDrain = 3 * time.Second
 )
 
-// redactURL drops user info and the query, which may hold credentials.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
+// redactURL drops user info, query and fragment, which may hold
+// credentials (see client.RedactURL).
+func redactURL(raw string) string { return client.RedactURL(raw) }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -719,18 +774,12 @@ func (f *runFlags) checkAgents(set map[string]bool) error {
 // and writes OUT/result.json, as the single-engine run does.
 func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 	logger := c.logger.Named("run")
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return fmt.Errorf("create output directory: %w", err)
+	env, err := c.setUp(ctx, f, logger)
+	if err != nil {
+		return err
 	}
-	target := f.target
-	if target == "" {
-		s, err := c.startSim(ctx, f, logger)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		target = s.URL()
-	}
+	defer env.Close()
+	target, reqLog := env.target, env.reqLog
 	ccfg := f.clientConfig(target)
 	src, err := c.newSource(f, logger)
 	if err != nil {
@@ -742,14 +791,6 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 	}
 	if f.singleTurn {
 		engOpts = append(engOpts, load.WithSingleTurn())
-	}
-	var reqLog *result.RequestLog
-	if f.saveRequests {
-		reqLog, err = result.CreateRequestLog(filepath.Join(f.out, "requests.jsonl"), time.Now())
-		if err != nil {
-			return err
-		}
-		defer reqLog.Close() // on early returns; the normal path closes it below
 	}
 	// Peaks per coordinator window, all from one origin so the measured
 	// windows' merge; which windows are measured is known only at the end.
@@ -783,22 +824,14 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 	if runErr != nil && !interrupted {
 		return fmt.Errorf("run load: %w", runErr)
 	}
-	if reqLog != nil {
-		if err := reqLog.Close(); err != nil {
-			logger.Warn("request log incomplete", "error", err)
-		}
-	}
+	logErr := env.closeRequestLog()
 	var sm *stageMeasurement
 	st := stageResult(res, 0)
 	if st != nil {
 		sm, _ = measureStage(res, st)
 	}
 	if sm == nil || sm.Window.Counters.Requests+sm.Window.Counters.Failed == 0 {
-		if interrupted {
-			fmt.Fprintln(c.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
-			return ctx.Err()
-		}
-		return errors.New("no turn was sent in the measurement window")
+		return c.nothingMeasured(ctx, logErr)
 	}
 	dur := sm.Duration
 	if interrupted {
@@ -828,25 +861,12 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 	}
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
 	facts.Interrupted = interrupted
-	sum, err := result.New(sm.Window, facts)
-	if err != nil {
-		return fmt.Errorf("summarise result: %w", err)
-	}
-	if err := result.WriteBlock(c.stdout, sum); err != nil {
-		return err
-	}
 	agents := make([]string, 0, len(perAgent))
 	for _, id := range slices.Sorted(maps.Keys(perAgent)) {
 		agents = append(agents, fmt.Sprintf("%s=%d", id, perAgent[id]))
 	}
-	fmt.Fprintf(c.stdout, "Agents: %d, requests per agent: %s; start skew %s%s\n", sm.Agents, strings.Join(agents, " "),
-		st.StartSkew.Round(time.Microsecond), degradedSuffix(st.Degraded))
-	if err := result.WriteJSONFile(filepath.Join(f.out, "result.json"), sum); err != nil {
-		return err
-	}
-	if interrupted {
-		fmt.Fprintln(c.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
-		return ctx.Err()
-	}
-	return nil
+	return c.writeResult(ctx, f, sm.Window, facts, logErr, func(w io.Writer) {
+		fmt.Fprintf(w, "Agents: %d, requests per agent: %s; start skew %s%s\n", sm.Agents, strings.Join(agents, " "),
+			st.StartSkew.Round(time.Microsecond), degradedSuffix(st.Degraded))
+	})
 }

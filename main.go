@@ -89,9 +89,18 @@ func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.
 		usage(stderr, fs)
 		return exitUsage
 	}
+	lvl := hclog.LevelFromString(*level)
+	if lvl == hclog.NoLevel {
+		fmt.Fprintf(stderr, "fleetbench: --log-level %q: want trace, debug, info, warn or error\n", *level)
+		return exitUsage
+	}
+	if !strings.EqualFold(*format, "text") && !strings.EqualFold(*format, "json") {
+		fmt.Fprintf(stderr, "fleetbench: --log-format %q: want text or json\n", *format)
+		return exitUsage
+	}
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:       "fleetbench",
-		Level:      hclog.LevelFromString(*level),
+		Level:      lvl,
 		Output:     stderr,
 		JSONFormat: strings.EqualFold(*format, "json"),
 	})
@@ -102,11 +111,11 @@ func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.
 		if cmd.name != name {
 			continue
 		}
-		go func() {
-			<-ctx.Done()
-			stop()
-		}()
+		// Restore default signal handling on the first signal; the
+		// callback is unregistered when the command returns.
+		unregister := context.AfterFunc(ctx, stop)
 		err := cmd.run(c, ctx, rest)
+		unregister()
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return exitOK

@@ -104,12 +104,19 @@ type Client struct {
 	states    sync.Pool // *streamState
 }
 
-// credentials are the static request headers and the key to scrub from any
-// server text that ends up in an error.
+// credentials are the static request headers and the secrets to scrub from
+// any server text that ends up in an error.
 type credentials struct {
 	header http.Header
 	key    string
+	// secrets are the values redact scrubs: the API key, the URL's
+	// password and every static header value long enough to be a
+	// credential (a short one, like "1", would mangle innocent text).
+	secrets []string
 }
+
+// minSecretLen is the shortest header value redact scrubs.
+const minSecretLen = 8
 
 // New validates cfg, reads the API key from the environment variable named by
 // cfg.APIKeyEnv (once), builds the tuned transport and returns the Client. A
@@ -130,9 +137,13 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		}
 		creds.key = key
 		creds.header.Set("Authorization", "Bearer "+key)
+		creds.secrets = append(creds.secrets, key)
 	}
 	for k, v := range cfg.Headers {
 		creds.header.Set(k, v)
+		if len(v) >= minSecretLen {
+			creds.secrets = append(creds.secrets, v)
+		}
 	}
 	body, err := newBodyTemplate(cfg)
 	if err != nil {
@@ -150,11 +161,14 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build url: %w", err)
 	}
+	if pass, ok := u.User.Password(); ok && pass != "" {
+		creds.secrets = append(creds.secrets, pass)
+	}
 	tr := newTransport(cfg)
 	c := &Client{
 		endpoint:     cfg.Endpoint,
 		url:          base + path,
-		shownURL:     u.Redacted(), // user info may hold a password
+		shownURL:     RedactURL(u.String()), // user info and query may hold credentials
 		modelsURL:    base + "/models",
 		model:        cfg.Model,
 		http2:        cfg.HTTP2,
@@ -347,13 +361,16 @@ func (c *Client) newRequest(ctx context.Context, req *Request) (*http.Request, e
 	return hr, nil
 }
 
-// redact removes the API key from server-provided text before it becomes
-// part of an error: a server may echo a rejected key back.
+// redact removes the API key, the URL's password and static header values
+// (see credentials.secrets) from server-provided text before it becomes
+// part of an error: a server may echo a rejected credential back.
 func (c *Client) redact(s string) string {
-	if c.creds.key == "" || !strings.Contains(s, c.creds.key) {
-		return s
+	for _, secret := range c.creds.secrets {
+		if strings.Contains(s, secret) {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
 	}
-	return strings.ReplaceAll(s, c.creds.key, "[redacted]")
+	return s
 }
 
 // classify picks the class of a failure. The caller's context wins (a run

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -463,6 +464,47 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "request failed") {
 		t.Errorf("no trace log of the failure; logs:\n%s", logs.String())
+	}
+}
+
+// TestHeaderSecretsRedacted checks that a credential passed as a static
+// header or as the URL's password is scrubbed from server text in errors
+// and never shown by the Client, as the API key is.
+func TestHeaderSecretsRedacted(t *testing.T) {
+	const (
+		headerSecret = "azure-key-0123456789"
+		password     = "pw-0123456789"
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"rejected %s and %s"}}`, headerSecret, password)
+	}))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("user", password)
+	cfg := newConfig(u.String())
+	cfg.Headers = map[string]string{"Api-Key": headerSecret, "X-Short": "1"}
+	c, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res := c.Stream(t.Context(), userRequest("hi"))
+	if res.Class != ClassHTTP4xx {
+		t.Fatalf("class %q err %v", res.Class, res.Err)
+	}
+	printed := res.Err.Error() + "\n" + c.String()
+	for _, secret := range []string{headerSecret, password} {
+		if strings.Contains(printed, secret) {
+			t.Errorf("secret %q leaked:\n%s", secret, printed)
+		}
+	}
+	if !strings.Contains(res.Err.Error(), "rejected [redacted] and [redacted]") {
+		t.Errorf("err %q, want both credentials redacted", res.Err)
 	}
 }
 

@@ -31,9 +31,12 @@ const (
 var reservedBodyKeys = []string{"messages", "prompt", "stream"}
 
 // Config configures a Client. It is a plain value read from flags or files;
-// Validate checks it and New applies defaults. A Config holds no secret: the
-// API key is named by APIKeyEnv and read once by New. Config values are safe
-// to copy and to share read-only between goroutines.
+// Validate checks it and New applies defaults. A Config holds no API key:
+// the key is named by APIKeyEnv and read once by New. Headers values and a
+// password in BaseURL may still be credentials: String, GoString, Validate's
+// errors and the Client built from it never show them, and the Client
+// scrubs them from server text in errors. Config values are safe to copy
+// and to share read-only between goroutines.
 type Config struct {
 	// BaseURL is the server, scheme://host[:port][/prefix]. The client
 	// appends /v1/chat/completions or /v1/completions; a BaseURL that already
@@ -100,12 +103,17 @@ func (c Config) Validate() error {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("client config: "+format, args...))
 	}
+	// The URL may hold a password or a key in its query: errors show it
+	// redacted, and a parse error only its cause (url.Error quotes it).
 	if u, err := url.Parse(c.BaseURL); err != nil {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
 		add("parse base URL: %w", err)
 	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("base URL %q must be http:// or https:// with a host", c.BaseURL)
+		add("base URL %q must be http:// or https:// with a host", RedactURL(c.BaseURL))
 	} else if u.RawQuery != "" || u.Fragment != "" {
-		add("base URL %q must not have a query or fragment", c.BaseURL)
+		add("base URL %q must not have a query or fragment", RedactURL(c.BaseURL)+"?...")
 	}
 	if c.Model == "" {
 		add("model is required")
@@ -169,7 +177,8 @@ func (c Config) withDefaults() Config {
 }
 
 // String describes c for logs. Header values are left out because they may
-// hold credentials; only their names are shown.
+// hold credentials; only their names are shown. BaseURL is shown without
+// user info and query (see RedactURL).
 func (c Config) String() string {
 	names := make([]string, 0, len(c.Headers))
 	for k := range c.Headers {
@@ -177,7 +186,7 @@ func (c Config) String() string {
 	}
 	slices.Sort(names)
 	return fmt.Sprintf("client.Config{BaseURL:%q Model:%q Endpoint:%q APIKeyEnv:%q MaxTokens:%d HTTP2:%t MaxConnsPerHost:%d Headers:%v WorkerHeader:%q ConnectTimeout:%s FirstTokenTimeout:%s RequestTimeout:%s MaxLineBytes:%d ExtraBody:%d bytes}",
-		c.BaseURL, c.Model, c.Endpoint, c.APIKeyEnv, c.MaxTokens, c.HTTP2, c.MaxConnsPerHost, names, c.WorkerHeader,
+		RedactURL(c.BaseURL), c.Model, c.Endpoint, c.APIKeyEnv, c.MaxTokens, c.HTTP2, c.MaxConnsPerHost, names, c.WorkerHeader,
 		c.ConnectTimeout, c.FirstTokenTimeout, c.RequestTimeout, c.MaxLineBytes, len(c.ExtraBody))
 }
 

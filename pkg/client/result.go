@@ -23,12 +23,14 @@ var Classes = []Class{ClassConnect, ClassTimeout, ClassHTTP4xx, ClassHTTP5xx, Cl
 
 // Result is the measurement of one streamed request. All durations are taken
 // from one monotonic clock; Start is the instant just before the request was
-// written to the connection, and every duration is measured from it.
+// handed to the HTTP transport (so getting a connection is included), and
+// every duration is measured from it.
 //
 // A Result is owned by the goroutine that made the request; it is not safe for
 // concurrent mutation.
 type Result struct {
-	// Start is the instant just before the request was written.
+	// Start is the instant just before the request was handed to the
+	// transport.
 	Start time.Time
 	// TTFB is the time to the first byte of the response body (or headers
 	// when the body is empty).
@@ -39,8 +41,8 @@ type Result struct {
 	// E2E is the time to the end of the stream ([DONE] or EOF after a finish
 	// reason), or to the failure.
 	E2E time.Duration
-	// ITL holds the gap between each content chunk and the previous one,
-	// starting with the second content chunk.
+	// ITL holds the gap between each content (or reasoning) chunk and the
+	// previous one, starting with the second such chunk.
 	ITL []time.Duration
 
 	// Text is the assistant's content, concatenated; Reasoning the reasoning

@@ -186,30 +186,11 @@ func (m valueMap) mode(v string) string {
 // kinds would otherwise ignore; allowed names the JSON fields a kind reads
 // (besides options).
 func checkFields(c sweep.SwitchSpec, allowed ...string) error {
-	set := []struct {
-		name string
-		on   bool
-	}{
-		{"url", c.URL != ""},
-		{"method", c.Method != ""},
-		{"body", c.Body != ""},
-		{"headers", len(c.Headers) > 0},
-		{"expect_status", len(c.ExpectStatus) > 0},
-		{"current_url", c.CurrentURL != ""},
-		{"command", len(c.Command) > 0},
-		{"current_command", len(c.CurrentCommand) > 0},
-		{"restart_frontend", c.RestartFrontend},
-		{"restart_workers", c.RestartWorkers},
+	err := c.OnlyFields(append(allowed, "options")...)
+	if fe := (*sweep.FieldError)(nil); errors.As(err, &fe) {
+		return fmt.Errorf("%w (its settings go in options)", err)
 	}
-	for _, f := range set {
-		if f.on && !slices.Contains(allowed, f.name) {
-			return fmt.Errorf("field %s does not apply to switch kind %q (its settings go in options)", f.name, c.Kind)
-		}
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("timeout %s must not be negative", c.Timeout)
-	}
-	return nil
+	return err
 }
 
 // jsonInner returns s escaped for use inside a JSON string literal, without

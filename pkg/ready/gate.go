@@ -126,7 +126,7 @@ func (g *Gate) Wait(ctx context.Context) (*Report, error) {
 // report.
 func (g *Gate) Ready(ctx context.Context) (*Report, error) {
 	rep := &Report{Start: g.now()}
-	g.log.Debug("waiting for readiness", "target", g.target.root, "model", g.cfg.Client.Model)
+	g.log.Debug("waiting for readiness", "target", client.RedactURL(g.target.root), "model", g.cfg.Client.Model)
 	if err := g.run(ctx, rep, StageHealth, g.cfg.HealthTimeout, g.checkHealth()); err != nil {
 		return rep, err
 	}

@@ -88,6 +88,8 @@ type SignalResult struct {
 
 // ProbeReport is the outcome of Probe. It is immutable once returned.
 type ProbeReport struct {
+	// Target is the server's base URL without user info and query, which
+	// may hold credentials (see client.RedactURL).
 	Target   string
 	Model    string
 	Start    time.Time
@@ -171,7 +173,7 @@ func Probe(ctx context.Context, cfg ProbeConfig, logger hclog.Logger) (*ProbeRep
 	}
 	defer t.hc.CloseIdleConnections()
 
-	rep := &ProbeReport{Target: cfg.Client.BaseURL, Model: cfg.Client.Model, Start: time.Now(), Interval: cfg.Interval}
+	rep := &ProbeReport{Target: client.RedactURL(cfg.Client.BaseURL), Model: cfg.Client.Model, Start: time.Now(), Interval: cfg.Interval}
 	since := func(at time.Time) time.Duration { return at.Sub(rep.Start) }
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -192,7 +194,7 @@ func Probe(ctx context.Context, cfg ProbeConfig, logger hclog.Logger) (*ProbeRep
 		results[i] = &SignalResult{Signal: n}
 		wg.Go(func() { p.poll(pctx, results[i]) })
 	}
-	log.Info("probing", "target", cfg.Client.BaseURL, "model", cfg.Client.Model, "interval", cfg.Interval, "timeout", cfg.Timeout)
+	log.Info("probing", "target", rep.Target, "model", cfg.Client.Model, "interval", cfg.Interval, "timeout", cfg.Timeout)
 
 	// Wait for the model to serve, then up to Grace for the signals still
 	// short of OK; stop at once when all are OK.

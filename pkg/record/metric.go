@@ -7,9 +7,9 @@ type Metric int
 
 // The latency metrics, as defined in docs/design.md.
 const (
-	TTFT         Metric = iota // time to first content token
-	TTFB                       // time to first response byte
-	ITL                        // each gap between consecutive content chunks
+	TTFT         Metric = iota // time to the first content (or reasoning) chunk
+	TTFB                       // time to the first byte of the response body
+	ITL                        // each gap between consecutive content (or reasoning) chunks
 	TPOT                       // (E2E - TTFT) / (output tokens - 1), per request
 	E2E                        // time to the end of the stream
 	Lag                        // actual send time - intended send time

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
 )
 
 // md builds report.md.
@@ -195,7 +197,7 @@ func (a *analysis) writeFacts(b *md) {
 		}
 	}
 	add("Model", s.Model)
-	add("Target", redactURL(s.Target))
+	add("Target", client.RedactURL(s.Target))
 	add("Workload", s.Workload)
 	var modes []string
 	for _, m := range a.modes {
@@ -472,6 +474,9 @@ func (a *analysis) writeQuality(b *md) {
 func (a *analysis) writeMethod(b *md) {
 	b.h2("Method")
 	lines := []string{
+		"TTFT: from just before the request is handed to the HTTP transport to the first streamed content (or reasoning) chunk. Latencies, tokens and hit rates count successful turns only; a turn belongs to the window in force when it was sent.",
+		"KV-cache hit rate: Σ cached prompt tokens / Σ prompt tokens (token-weighted), in percent here and in baseline.json; the TSV's kv_hit_rate is the 0–1 fraction.",
+		"Throughput: tokens (or requests) of the successful turns sent in the measurement window ÷ its length. Errors (%): failed ÷ sent turns × 100; turns cancelled when the drain timed out count as failed.",
 		"Percentiles come from HDR histograms (3 significant figures). Across runs they are read from the merged histograms, never averaged, unless only TSVs were given; the per-run spread is shown separately.",
 		"Breakpoint: the highest level before the first level whose TTFT p95 exceeds the SLA; \"None\" when the lowest level already exceeds it.",
 		fmt.Sprintf("\"X%% more concurrent sessions\" = (%s breakpoint − %s breakpoint) / %s breakpoint.", a.s.Candidate, a.s.Baseline, a.s.Baseline),

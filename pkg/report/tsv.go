@@ -22,7 +22,11 @@ const TimeLayout = "2006-01-02T15:04:05Z"
 func TSVName(id string) string { return "benchmark-sweep-" + id + ".tsv" }
 
 // LeadingColumns are the columns every sweep TSV begins with, in order: the
-// format existing dashboards read.
+// format existing dashboards read. Units: rps is the open-loop target rate
+// (0 for a closed loop); ttft_*_sec in seconds; kv_hit_rate the
+// token-weighted hit rate as a 0–1 fraction; error_pct failed ÷ sent turns
+// in percent (0–100); actual_rps successful requests and tops output tokens
+// per second of the measurement window; the times UTC (TimeLayout).
 var LeadingColumns = []string{
 	"mode", "concurrency", "rps", "ttft_p50_sec", "ttft_p95_sec", "kv_hit_rate",
 	"error_pct", "actual_rps", "tops", "measure_start_utc", "measure_end_utc",

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"time"
 
+	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/result"
 )
 
@@ -40,7 +40,7 @@ type sweepJSON struct {
 func toSweepJSON(s *Sweep) sweepJSON {
 	s = s.withDefaults()
 	return sweepJSON{
-		ID: s.ID, Model: s.Model, Target: redactURL(s.Target), Workload: s.Workload, Version: s.Version,
+		ID: s.ID, Model: s.Model, Target: client.RedactURL(s.Target), Workload: s.Workload, Version: s.Version,
 		Modes: s.Modes, Baseline: s.Baseline, Candidate: s.Candidate, Levels: s.Levels, Runs: s.Runs,
 		SLAMs: ms(s.SLA), FallbackSLAMs: ms(s.FallbackSLA), AlternatedOrder: s.AlternatedOrder,
 	}
@@ -179,18 +179,4 @@ func Render(dir string, s *Sweep, o Options) (*Rendered, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// redactURL removes user info, query and fragment from a URL, which may
-// carry credentials (as pkg/result does for result.json).
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	return u.String()
 }

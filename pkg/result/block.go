@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"strings"
 )
 
@@ -167,22 +166,4 @@ func (b *blockWriter) float(label string, v float64) {
 	default:
 		fmt.Fprintf(&b.Buffer, "%-40s %-10.2f\n", label, v)
 	}
-}
-
-// redactURL drops user info, query and fragment so that a key passed in a
-// URL never reaches a report. A value that does not parse is replaced.
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User = nil
-	u.RawQuery = ""
-	u.ForceQuery = false
-	u.Fragment = ""
-	u.RawFragment = ""
-	return u.String()
 }

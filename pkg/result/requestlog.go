@@ -133,8 +133,10 @@ func (l *RequestLog) flushLocked() error {
 	return l.err
 }
 
-// Close flushes and closes the underlying writer when it is an io.Closer.
-// It is idempotent; later calls return nil.
+// Close flushes, syncs the underlying writer to stable storage when it can
+// (a file), and closes it when it is an io.Closer. It returns the first
+// error of the log's life, so a line lost to a failed write is reported
+// here. It is idempotent; later calls return nil.
 func (l *RequestLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -143,6 +145,11 @@ func (l *RequestLog) Close() error {
 	}
 	l.closed = true
 	err := l.flushLocked()
+	if s, ok := l.w.(interface{ Sync() error }); ok && err == nil {
+		if serr := s.Sync(); serr != nil {
+			err = fmt.Errorf("sync request log: %w", serr)
+		}
+	}
 	if c, ok := l.w.(io.Closer); ok {
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("close request log: %w", cerr)

@@ -215,6 +215,40 @@ func TestRequestLogStickyError(t *testing.T) {
 	}
 }
 
+// TestRequestLogCloseSyncs checks that Close syncs a writer that can be
+// synced before closing it, and reports a failed sync: lines that never
+// reached the disk are lost lines.
+func TestRequestLogCloseSyncs(t *testing.T) {
+	w := &syncWriter{syncErr: errors.New("disk full")}
+	log := NewRequestLog(w, base)
+	if err := log.Write(craftedSamples()[0]); err != nil {
+		t.Fatal(err)
+	}
+	err := log.Close()
+	if !errors.Is(err, w.syncErr) {
+		t.Errorf("Close = %v, want the sync error", err)
+	}
+	if w.calls != "write,sync,close" {
+		t.Errorf("calls %q, want write,sync,close", w.calls)
+	}
+}
+
+type syncWriter struct {
+	calls   string
+	syncErr error
+}
+
+func (w *syncWriter) add(c string) {
+	if w.calls != "" {
+		w.calls += ","
+	}
+	w.calls += c
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) { w.add("write"); return len(p), nil }
+func (w *syncWriter) Sync() error                 { w.add("sync"); return w.syncErr }
+func (w *syncWriter) Close() error                { w.add("close"); return nil }
+
 func BenchmarkRequestLogWrite(b *testing.B) {
 	log := NewRequestLog(discard{}, base)
 	s := craftedSamples()[4]

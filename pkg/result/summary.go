@@ -216,7 +216,7 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 	if f.Tokenizer == "" {
 		f.Tokenizer = f.Model
 	}
-	f.Target = redactURL(f.Target)
+	f.Target = client.RedactURL(f.Target)
 
 	c := w.Counters
 	secs := f.Duration.Seconds()

@@ -317,7 +317,8 @@ func (s *Spec) Validate() error {
 	if s.Target == "" {
 		add("target is required (the server's base URL)")
 	} else if u, err := url.Parse(s.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("target %q must be an http:// or https:// URL with a host", s.Target)
+		// The URL may carry a password or a key in its query: show it redacted.
+		add("target %q must be an http:// or https:// URL with a host", client.RedactURL(s.Target))
 	}
 	if s.Model == "" {
 		add("model is required")

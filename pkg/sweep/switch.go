@@ -191,10 +191,23 @@ func init() {
 	Register(KindSim, newSimSwitch)
 }
 
-// onlyFields returns an error naming the first field of c that is set but
-// not among allowed (JSON names), so a setting that would be ignored is
-// reported instead.
-func (c SwitchSpec) onlyFields(allowed ...string) error {
+// FieldError reports a SwitchSpec field that is set but that the switch
+// kind does not read. It is immutable and safe to share.
+type FieldError struct {
+	// Field is the field's JSON name; Kind the switch kind.
+	Field, Kind string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("field %s does not apply to switch kind %q", e.Field, e.Kind)
+}
+
+// OnlyFields returns a *FieldError naming the first field of c that is set
+// but not among allowed (JSON names), so a setting that would be ignored is
+// reported instead, and an error for a negative timeout. Switch factories
+// of every package call it; "options" must be allowed explicitly.
+func (c SwitchSpec) OnlyFields(allowed ...string) error {
 	set := []struct {
 		name string
 		on   bool
@@ -214,7 +227,7 @@ func (c SwitchSpec) onlyFields(allowed ...string) error {
 	}
 	for _, f := range set {
 		if f.on && !slices.Contains(allowed, f.name) {
-			return fmt.Errorf("field %s does not apply to switch kind %q", f.name, c.Kind)
+			return &FieldError{Field: f.name, Kind: c.Kind}
 		}
 	}
 	if c.Timeout < 0 {
@@ -235,7 +248,7 @@ func (c SwitchSpec) timeoutOr(def time.Duration) time.Duration {
 type noneSwitch struct{ log hclog.Logger }
 
 func newNoneSwitch(cfg SwitchSpec, env SwitchEnv) (Switcher, error) {
-	if err := cfg.onlyFields(); err != nil {
+	if err := cfg.OnlyFields(); err != nil {
 		return nil, err
 	}
 	return &noneSwitch{log: env.Logger.Named("switch")}, nil

@@ -45,7 +45,7 @@ var (
 )
 
 func newExecSwitch(cfg SwitchSpec, env SwitchEnv) (Switcher, error) {
-	if err := cfg.onlyFields("command", "current_command", "timeout"); err != nil {
+	if err := cfg.OnlyFields("command", "current_command", "timeout"); err != nil {
 		return nil, err
 	}
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {

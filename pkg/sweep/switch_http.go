@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
 )
 
 // DefaultHTTPTimeout bounds one http or sim switch request when
@@ -43,7 +45,7 @@ var (
 )
 
 func newHTTPSwitch(cfg SwitchSpec, env SwitchEnv) (Switcher, error) {
-	if err := cfg.onlyFields("url", "method", "body", "headers", "expect_status", "current_url", "timeout"); err != nil {
+	if err := cfg.OnlyFields("url", "method", "body", "headers", "expect_status", "current_url", "timeout"); err != nil {
 		return nil, err
 	}
 	if cfg.URL == "" {
@@ -103,7 +105,7 @@ func (h *httpSwitch) Switch(ctx context.Context, mode string) error {
 	}
 	if !h.ok(status) {
 		return fmt.Errorf("switch to mode %q: %s %s answered %d, want %s: %s",
-			mode, h.method, redactURL(u), status, h.want(), cleanText(respBody))
+			mode, h.method, client.RedactURL(u), status, h.want(), cleanText(respBody))
 	}
 	h.log.Info("routing mode switched", "mode", mode, "status", status, "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -124,7 +126,7 @@ func (h *httpSwitch) Current(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read current mode: %w", err)
 	}
 	if status/100 != 2 {
-		return "", fmt.Errorf("read current mode: GET %s answered %d: %s", redactURL(h.currentURL), status, cleanText(body))
+		return "", fmt.Errorf("read current mode: GET %s answered %d: %s", client.RedactURL(h.currentURL), status, cleanText(body))
 	}
 	return modeFromBody(body)
 }
@@ -229,12 +231,12 @@ func do(ctx context.Context, hc *http.Client, timeout time.Duration, method, u, 
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return 0, nil, fmt.Errorf("%s %s: %w", method, redactURL(u), err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, client.RedactURL(u), err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, bodyKeep))
 	if err != nil {
-		return resp.StatusCode, b, fmt.Errorf("%s %s: read body: %w", method, redactURL(u), err)
+		return resp.StatusCode, b, fmt.Errorf("%s %s: read body: %w", method, client.RedactURL(u), err)
 	}
 	return resp.StatusCode, b, nil
 }
@@ -245,22 +247,9 @@ func checkURL(s string) error {
 		return fmt.Errorf("parse url: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("url %q must be http:// or https:// with a host", redactURL(s))
+		return fmt.Errorf("url %q must be http:// or https:// with a host", client.RedactURL(s))
 	}
 	return nil
-}
-
-// redactURL drops user info and the query, which may hold credentials.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(invalid url)"
-	}
-	u.User = nil
-	if u.RawQuery != "" {
-		u.RawQuery = "..."
-	}
-	return u.String()
 }
 
 // cleanText makes server text fit one log line: bounded, no control

@@ -31,7 +31,7 @@ var (
 )
 
 func newSimSwitch(cfg SwitchSpec, env SwitchEnv) (Switcher, error) {
-	if err := cfg.onlyFields("url", "restart_frontend", "restart_workers", "timeout"); err != nil {
+	if err := cfg.OnlyFields("url", "restart_frontend", "restart_workers", "timeout"); err != nil {
 		return nil, err
 	}
 	base := cfg.URL

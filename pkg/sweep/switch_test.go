@@ -195,7 +195,7 @@ func TestRegister(t *testing.T) {
 	kind := fmt.Sprintf("test-kube-%d", registered.Add(1))
 	var got []string
 	Register(kind, func(cfg SwitchSpec, env SwitchEnv) (Switcher, error) {
-		if err := cfg.onlyFields("options", "timeout"); err != nil {
+		if err := cfg.OnlyFields("options", "timeout"); err != nil {
 			return nil, err
 		}
 		if cfg.Options["deployment"] == "" {
