@@ -26,7 +26,7 @@ func (c *cli) cmdAgent(ctx context.Context, args []string) error {
 	caFile := fs.String("tls-ca", "", "CA certificate to trust the coordinator with (enables TLS)")
 	serverName := fs.String("tls-server-name", "", "name to check the coordinator's certificate against")
 	apiKeyEnv := fs.String("api-key-env", "OPENAI_API_KEY", "environment variable holding the target's API key")
-	endpoint := fs.String("endpoint", "", "target endpoint: chat (default) or completions")
+	endpoint := fs.String("endpoint", "", "target endpoint: chat or completions (default: the coordinator's, else chat)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,22 +53,24 @@ func (c *cli) cmdAgent(ctx context.Context, args []string) error {
 }
 
 // specBuilder builds an agent's target from the coordinator's spec with
-// pkg/client and pkg/workload; the API key comes from this process's
-// environment, never over the wire.
+// pkg/client and pkg/workload (the whole workload: see workloadParams); the
+// API key comes from this process's environment, never over the wire.
 func specBuilder(logger hclog.Logger, apiKeyEnv, endpoint string) agent.Builder {
 	return func(_ context.Context, spec agent.Spec) (agent.Target, error) {
-		think, err := workload.ParseThinkTime(spec.Params["think-time"])
+		wcfg, err := workloadConfig(spec.Workload, spec.Seed, spec.MaxTokens, spec.Params)
 		if err != nil {
-			return agent.Target{}, fmt.Errorf("parse think time: %w", err)
+			return agent.Target{}, err
 		}
-		src, err := workload.New(workload.Config{
-			Kind: spec.Workload, Path: spec.Params["dataset"], Seed: spec.Seed, MaxTokens: spec.MaxTokens, Think: think,
-		}, logger, nil)
+		src, err := workload.New(wcfg, logger, nil)
 		if err != nil {
 			return agent.Target{}, fmt.Errorf("build workload: %w", err)
 		}
+		ep := endpoint
+		if ep == "" {
+			ep = spec.Params[paramEndpoint]
+		}
 		cl, err := client.New(client.Config{
-			BaseURL: spec.Target, Model: spec.Model, MaxTokens: spec.MaxTokens, APIKeyEnv: apiKeyEnv, Endpoint: endpoint,
+			BaseURL: spec.Target, Model: spec.Model, MaxTokens: spec.MaxTokens, APIKeyEnv: apiKeyEnv, Endpoint: ep,
 		}, logger)
 		if err != nil {
 			return agent.Target{}, fmt.Errorf("create client: %w", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/ready"
+	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
@@ -53,6 +54,11 @@ type sweepFlags struct {
 	noRestore bool
 	useSim    bool
 	sim       simSettings
+	// listen, remoteAgents and tokenFile make external agents the fleet.
+	listen       string
+	remoteAgents int
+	tokenFile    string
+	joinTimeout  time.Duration
 }
 
 func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
@@ -67,6 +73,10 @@ func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
 	fs.Float64Var(&f.sim.TimeScale, "sim-time-scale", 0, "simulator: speed-up of simulated time (default: the file's, else 1)")
 	fs.IntVar(&f.sim.Replicas, "sim-replicas", 0, "simulator: replicas (default: the file's, else the profile's)")
 	fs.IntVar(&f.sim.KVBlocks, "sim-kv-blocks", 0, "simulator: KV blocks per replica (default: the file's, else the profile's)")
+	fs.StringVar(&f.listen, "listen", "", "with --remote-agents: address to accept agents on (`fleetbench agent --coordinator ADDR`)")
+	fs.IntVar(&f.remoteAgents, "remote-agents", 0, "run the sweep on `K` external agents instead of local ones (needs --listen)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "with --remote-agents: file holding the agents' shared token (default: $"+tokenEnv+")")
+	fs.DurationVar(&f.joinTimeout, "join-timeout", coordinator.DefaultJoinTimeout, "with --remote-agents: how long to wait for the agents")
 	sweep.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: fleetbench sweep -f sweep.yaml [flags]\n"+
@@ -91,6 +101,10 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(c.stderr, "fleetbench sweep: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	if f.remoteAgents < 0 || (f.remoteAgents > 0) != (f.listen != "") {
+		fmt.Fprintln(c.stderr, "fleetbench sweep: --remote-agents K (K >= 1) and --listen ADDR go together")
 		return errUsage
 	}
 	spec, simCfg, err := c.sweepSpec(fs, &f)
@@ -129,7 +143,18 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	return c.sweep(ctx, spec, simCfg, plan, id, !f.noRestore)
+	var remote *remoteFleet
+	if f.remoteAgents > 0 {
+		token, err := loadToken(f.tokenFile)
+		if err != nil {
+			return err
+		}
+		if token == "" {
+			c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
+		}
+		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout}
+	}
+	return c.sweep(ctx, spec, simCfg, plan, id, !f.noRestore, remote)
 }
 
 // sweepSpec reads the spec: the file (or the resumed directory's copy),
@@ -276,7 +301,7 @@ func writeSweepSpec(spec *sweep.Spec, simCfg *simSettings) error {
 }
 
 // sweep runs plan and renders the report.
-func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, plan *sweep.Plan, id string, restore bool) error {
+func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, plan *sweep.Plan, id string, restore bool, remote *remoteFleet) error {
 	logger := c.logger.Named("sweep")
 	start := time.Now()
 	live := sweeprun.NewLive(sweeprun.DefaultLiveSpan)
@@ -326,15 +351,24 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	}
 	defer w.Close()
 
-	m := &fleetMeasurer{
+	fl := &fleetSweeper{
 		logger: quiet(logger.Named("fleet")),
 		fc: fleetConfig{
 			Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src, Seed: spec.Workload.Seed,
-			MaxTokens: spec.Workload.MaxTokens, SessionHeader: spec.Workload.SessionHeader, Observe: live.Observe,
+			MaxTokens: spec.Workload.MaxTokens, SessionHeader: spec.Workload.SessionHeader,
+			Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote,
 		},
 	}
+	if remote != nil {
+		// Remote agents' samples stay with them: their interval reports
+		// feed the live figures.
+		fl.fc.OnReport = func(_ string, _ uint32, w *record.Window) { live.ObserveWindow(w, time.Now()) }
+		fmt.Fprintf(c.stdout, "Waiting for %d agents on %s (fleetbench agent --coordinator ADDR)\n", remote.Agents, remote.Listen)
+	} else {
+		fl.fc.Observe = live.Observe
+	}
 	r, err := sweeprun.New(sweeprun.Config{
-		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Measurer: m, Output: w,
+		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
 		Restore: restore, OnStatus: display.Update, Logger: logger,
 	})
 	if err != nil {
@@ -422,39 +456,84 @@ func startSweepSim(ctx context.Context, s *simSettings, model string, logger hcl
 	return sm, nil
 }
 
-// fleetMeasurer measures each level with a coordinator and local agents:
-// one coordinator run per level, its measured time cut into windows of
-// Measure/Snapshots, the level's measurement the merge of those windows.
-type fleetMeasurer struct {
+// fleetSweeper runs a whole sweep on one fleet: one coordinator run whose
+// stages are the sweep's levels, the agents (local, or remote with
+// --remote-agents) connected from the first level to the last. The
+// sweep's switches, gates and cooldowns run from the coordinator's
+// BeforeStage, with the agents idle; each level's measured time is cut
+// into windows of Measure/Snapshots, and its measurement, the merge of
+// those windows, goes to the runner as soon as the next stage is due (or
+// the run ends).
+type fleetSweeper struct {
 	logger hclog.Logger
 	fc     fleetConfig
 }
 
-var _ sweeprun.Measurer = (*fleetMeasurer)(nil)
+var _ sweeprun.Fleet = (*fleetSweeper)(nil)
 
-// Measure runs one level.
-func (m *fleetMeasurer) Measure(ctx context.Context, l sweeprun.Level) (*sweeprun.Measurement, error) {
-	fc := m.fc
-	n := time.Duration(max(l.Snapshots, 1))
-	// Rounded up so the last window is not a sliver.
-	fc.Window = (l.Measure + n - 1) / n
-	fc.Stages = []coordinator.Stage{{
-		Level: l.Key.Level, RequestRate: l.RequestRate, Mode: l.Key.Mode, Warmup: l.Warmup, Duration: l.Measure,
-	}}
-	res, err := runFleet(ctx, m.logger, fc)
-	if err != nil {
-		return nil, err
+// Run runs levels on one coordinator run.
+func (f *fleetSweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.Hooks) error {
+	fc := f.fc
+	fc.Stages = make([]coordinator.Stage, len(levels))
+	for i, l := range levels {
+		n := time.Duration(max(l.Snapshots, 1))
+		fc.Stages[i] = coordinator.Stage{
+			Level: l.Key.Level, RequestRate: l.RequestRate, Mode: l.Key.Mode, Warmup: l.Warmup, Duration: l.Measure,
+			// Rounded up so the last window is not a sliver.
+			Window: (l.Measure + n - 1) / n,
+		}
 	}
-	if res == nil || len(res.Stages) == 0 {
-		return nil, errors.New("the coordinator ran no stage")
+	// The coordinator's loop calls OnWindowClosed and OnStageDone;
+	// BeforeStage runs on its own goroutine, and the last stage is
+	// delivered here after Run: mu orders them.
+	var (
+		mu      sync.Mutex
+		windows []*coordinator.WindowResult
+		ended   *coordinator.StageResult // measured, not yet delivered
+	)
+	fc.OnWindowClosed = func(w *coordinator.WindowResult) {
+		mu.Lock()
+		windows = append(windows, w)
+		mu.Unlock()
 	}
-	st := res.Stages[0]
-	sm, err := measureStage(res, st)
-	if err != nil {
-		return nil, err
+	fc.OnStageDone = func(s *coordinator.StageResult) {
+		if s.Interrupted {
+			return // a level cut short is measured again on resume
+		}
+		mu.Lock()
+		ended = s
+		mu.Unlock()
 	}
-	return &sweeprun.Measurement{
-		Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
-		Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
-	}, nil
+	deliver := func() error {
+		mu.Lock()
+		st := ended
+		ended = nil
+		res := &coordinator.Result{Windows: windows}
+		if st != nil {
+			// Later stages need none of the windows so far.
+			windows = nil
+		}
+		mu.Unlock()
+		if st == nil {
+			return nil
+		}
+		sm, err := measureStage(res, st)
+		if err != nil {
+			return err
+		}
+		return h.Done(st.Index, &sweeprun.Measurement{
+			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
+			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
+		})
+	}
+	fc.BeforeStage = func(ctx context.Context, i int, _ coordinator.Stage) error {
+		if err := deliver(); err != nil {
+			return err
+		}
+		return h.Before(ctx, i)
+	}
+	if _, err := runFleet(ctx, f.logger, fc); err != nil {
+		return err
+	}
+	return deliver()
 }

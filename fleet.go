@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,6 +48,35 @@ type fleetConfig struct {
 	Observe func(*record.Sample)
 	// OutDir, when set, receives the coordinator's window-<id>.json files.
 	OutDir string
+	// Workload, when its Kind is set, goes to the agents in the
+	// coordinator's spec: remote agents build Source from it.
+	Workload workload.Config
+	// Endpoint is the target's endpoint for remote agents (chat or
+	// completions; "" for the agents' default).
+	Endpoint string
+	// Remote, when set, serves the coordinator for external agents
+	// (`fleetbench agent --coordinator ADDR`) instead of starting local
+	// ones; Agents is then unused.
+	Remote *remoteFleet
+	// BeforeStage, OnWindowClosed, OnStageDone and OnReport are the
+	// coordinator's hooks (coordinator.Config).
+	BeforeStage    func(ctx context.Context, i int, s coordinator.Stage) error
+	OnWindowClosed func(*coordinator.WindowResult)
+	OnStageDone    func(*coordinator.StageResult)
+	OnReport       func(agentID string, window uint32, w *record.Window)
+}
+
+// remoteFleet is a fleet of external agents.
+type remoteFleet struct {
+	// Listen is the address to accept agents on.
+	Listen string
+	// Agents is how many must join before the first stage.
+	Agents int
+	// Token is the shared secret the agents present (never logged).
+	Token string
+	// JoinTimeout bounds the wait for them (default
+	// coordinator.DefaultJoinTimeout).
+	JoinTimeout time.Duration
 }
 
 // fleetAgentReport is how often local agents report: faster than a remote
@@ -54,14 +84,20 @@ type fleetConfig struct {
 // close sooner.
 const fleetAgentReport = 250 * time.Millisecond
 
-// runFleet runs fc's stages with a coordinator and fc.Agents agents in this
-// process over loopback gRPC and returns the coordinator's result. The
-// agents share one client (one connection pool) and one workload source;
-// each agent still runs its own engine, recorder and shard, and the
-// coordinator merges their histograms, so the result is the fleet's, not a
-// single engine's. On ctx's end it returns what was measured with ctx's
+// runFleet runs fc's stages with one coordinator run and returns its
+// result. The agents stay connected from the first stage to the last,
+// idle between stages while fc.BeforeStage runs. By default they are
+// fc.Agents agents in this process over loopback gRPC, sharing one client
+// (one connection pool) and one workload source; each agent still runs its
+// own engine, recorder and shard, and the coordinator merges their
+// histograms, so the result is the fleet's, not a single engine's. With
+// fc.Remote the agents are external processes. On ctx's end it returns
+// what was measured (the stage cut short marked Interrupted) with ctx's
 // error.
 func runFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordinator.Result, error) {
+	if fc.Remote != nil {
+		return runRemoteFleet(ctx, logger, fc)
+	}
 	if fc.Agents < 1 {
 		return nil, fmt.Errorf("run fleet: agents %d: must be >= 1", fc.Agents)
 	}
@@ -80,20 +116,12 @@ func runFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordi
 	if err != nil {
 		return nil, err
 	}
-	co, err := coordinator.New(coordinator.Config{
-		Agents: fc.Agents,
-		Spec: coordinator.Spec{
-			Target: fc.Client.BaseURL, Model: fc.Client.Model, Workload: fc.Source.Name(),
-			Seed: fc.Seed, MaxTokens: fc.MaxTokens, SessionHeader: fc.SessionHeader,
-		},
-		Stages:     fc.Stages,
-		Window:     fc.Window,
-		OutDir:     fc.OutDir,
-		StartDelay: 200 * time.Millisecond,
-		// Local agents report every fleetAgentReport; a window whose
-		// watermarks are missing after a few seconds has lost its agent.
-		Grace: 5 * time.Second,
-	}, logger)
+	cfg := fc.coordinatorConfig()
+	cfg.Agents = fc.Agents
+	// Local agents report every fleetAgentReport; a window whose
+	// watermarks are missing after a few seconds has lost its agent.
+	cfg.Grace = 5 * time.Second
+	co, err := coordinator.New(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +145,57 @@ func runFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordi
 		return a.Run(ctx)
 	}
 	return coordinator.RunLocal(ctx, co, fc.Agents, coordinator.ServerConfig{Token: token}, start)
+}
+
+// coordinatorConfig is the coordinator's configuration for fc, less the
+// number of agents.
+func (fc fleetConfig) coordinatorConfig() coordinator.Config {
+	spec := coordinator.Spec{
+		Target: fc.Client.BaseURL, Model: fc.Client.Model, Seed: fc.Seed, MaxTokens: fc.MaxTokens, SessionHeader: fc.SessionHeader,
+	}
+	if fc.Source != nil {
+		spec.Workload = fc.Source.Name()
+	}
+	if fc.Workload.Kind != "" {
+		spec = fleetSpec(fc.Client.BaseURL, fc.Client.Model, fc.Endpoint, fc.SessionHeader, fc.Workload)
+	}
+	return coordinator.Config{
+		Spec: spec, Stages: fc.Stages, Window: fc.Window, OutDir: fc.OutDir, StartDelay: 200 * time.Millisecond,
+		BeforeStage: fc.BeforeStage, OnWindowClosed: fc.OnWindowClosed, OnStageDone: fc.OnStageDone, OnReport: fc.OnReport,
+	}
+}
+
+// runRemoteFleet serves a coordinator on fc.Remote.Listen and runs fc's
+// stages with the external agents that join.
+func runRemoteFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordinator.Result, error) {
+	rf := fc.Remote
+	if fc.Workload.Kind == "" {
+		return nil, errors.New("run remote fleet: no workload for the agents to build")
+	}
+	cfg := fc.coordinatorConfig()
+	cfg.Agents, cfg.JoinTimeout = rf.Agents, rf.JoinTimeout
+	co, err := coordinator.New(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", rf.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for agents: %w", err)
+	}
+	logger.Info("waiting for agents", "addr", lis.Addr().String(), "agents", rf.Agents)
+	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServe()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: rf.Token}) }()
+	res, runErr := co.Run(ctx)
+	// Run told the agents to stop; Serve's graceful stop lets the stop
+	// reach them before the streams close.
+	stopServe()
+	if err := <-serveErr; err != nil && runErr == nil {
+		runErr = err
+	}
+	return res, runErr
 }
 
 // randomToken returns 128 random bits in hex.
@@ -221,13 +300,8 @@ func quiet(logger hclog.Logger) hclog.Logger {
 	return &quietLogger{Logger: logger, min: hclog.Warn}
 }
 
-// loopbackTokenWarning is the coordinator's warning for a token sent
-// without TLS. A local fleet's token never leaves 127.0.0.1, so it does not
-// apply; it would otherwise be printed once per level.
-const loopbackTokenWarning = "serving without TLS: the token travels in clear text"
-
 func (q *quietLogger) Log(level hclog.Level, msg string, args ...any) {
-	if level >= q.min && msg != loopbackTokenWarning {
+	if level >= q.min {
 		q.Logger.Log(level, msg, args...)
 	}
 }
@@ -249,9 +323,8 @@ func (q *quietLogger) ResetNamed(name string) hclog.Logger {
 	return &quietLogger{Logger: q.Logger.ResetNamed(name), min: q.min}
 }
 
-// stageResult returns stage i of res. A run cut short (ctx done) has no
-// StageResult for the stage it was in; one is rebuilt from that stage's
-// windows, which the coordinator closed with what had been reported.
+// stageResult returns stage i of res, nil when it has none. A stage cut
+// short by the end of the run's ctx is there, marked Interrupted.
 func stageResult(res *coordinator.Result, i int) *coordinator.StageResult {
 	if res == nil {
 		return nil
@@ -261,16 +334,5 @@ func stageResult(res *coordinator.Result, i int) *coordinator.StageResult {
 			return s
 		}
 	}
-	st := &coordinator.StageResult{Index: i}
-	for _, w := range res.Windows {
-		if w.Stage == i {
-			st.Windows = append(st.Windows, w.ID)
-			st.Level, st.Mode = w.Level, w.Mode
-			st.Degraded = st.Degraded || w.Degraded
-		}
-	}
-	if len(st.Windows) == 0 {
-		return nil
-	}
-	return st
+	return nil
 }

@@ -202,7 +202,6 @@ type loop struct {
 	built      chan built
 	phases     []phase // due phases waiting for the engine or their time
 	stopReason string
-	bg         chan struct{} // closed by background builders when done
 	nbg        int
 }
 
@@ -427,7 +426,9 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 		SessionHeader: asg.Spec.SessionHeader, Seed: asg.Spec.Seed,
 	}
 	if asg.Rate > 0 {
-		cfg.Concurrency, cfg.RequestRate = 0, asg.Rate
+		// Open loop: the level caps the conversations in flight, and this
+		// agent's share of it caps its own, so the fleet never exceeds it.
+		cfg.Concurrency, cfg.RequestRate, cfg.MaxConcurrency = 0, asg.Rate, asg.Concurrency
 	}
 	ix := shard.NewIndexer(asg.Index, asg.Members, asg.Limit)
 	ix.Restart(asg.Restart)

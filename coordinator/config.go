@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
 // Defaults of Config's optional fields.
@@ -85,6 +87,12 @@ type Stage struct {
 	// 0..Conversations-1 (a fixed set); the stage then also ends early
 	// once every agent has run out of conversations.
 	Conversations int
+	// Window, when > 0, overrides Config.Window for this stage.
+	Window time.Duration
+	// Cooldown is an idle pause after the stage, before the next one (and
+	// its Config.BeforeStage): the agents stay connected and send no load.
+	// The last stage's cooldown is skipped.
+	Cooldown time.Duration
 }
 
 // Config is a coordinator's configuration, read from flags.
@@ -114,6 +122,32 @@ type Config struct {
 	Grace             time.Duration
 	JoinTimeout       time.Duration
 	ReadyTimeout      time.Duration
+
+	// BeforeStage, when set, is called before stage i is assigned (after
+	// the agents joined for stage 0, after the previous stage's windows
+	// closed and its cooldown for the others), on a goroutine of its own
+	// while the agents are connected and idle: no load runs until it
+	// returns. A sweep switches the routing mode and waits for readiness
+	// here. ctx ends when Run's does; an error ends the run with it (the
+	// stages before are in the result). The loop keeps serving the agents
+	// meanwhile, so it may take as long as it needs.
+	BeforeStage func(ctx context.Context, i int, s Stage) error
+	// OnWindowClosed, when set, is called from Run's loop with each window
+	// as it closes (a copy the callee owns). It must return quickly: the
+	// loop serves every agent and waits for it.
+	OnWindowClosed func(w *WindowResult)
+	// OnStageDone, when set, is called from Run's loop with each stage's
+	// result once its windows have closed (the stage cut short by the end
+	// of Run's ctx included, marked Interrupted). The result is shared with
+	// Result.Stages: read it, do not change it. Like OnWindowClosed it must
+	// return quickly.
+	OnStageDone func(s *StageResult)
+	// OnReport, when set, is called from Run's loop with every interval
+	// report applied (once per report, resends excluded): the agent, the
+	// window it belongs to and its data. It is the live view of remote
+	// agents' progress. w is merged into the run's results: read it, do
+	// not change or keep it. It must return quickly.
+	OnReport func(agentID string, window uint32, w *record.Window)
 }
 
 // withDefaults fills the zero optional fields.
@@ -159,6 +193,9 @@ func (c Config) Validate() error {
 		}
 		if s.Warmup < 0 || s.Duration <= 0 {
 			bad("stage %d: warm-up %v and duration %v: need warm-up >= 0 and duration > 0", i, s.Warmup, s.Duration)
+		}
+		if s.Window < 0 || s.Cooldown < 0 {
+			bad("stage %d: window %v and cooldown %v: must be >= 0", i, s.Window, s.Cooldown)
 		}
 		if s.Conversations < 0 {
 			bad("stage %d: conversations %d: must be >= 0", i, s.Conversations)

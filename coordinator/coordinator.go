@@ -42,9 +42,10 @@ const tick = 20 * time.Millisecond
 // queue is full is closed (its agent reconnects and resumes).
 const outQueue = 1024
 
-// Coordinator runs one fleet run. Create it with New, attach its gRPC
-// service with Register (or use Serve), then call Run once. SetConcurrency
-// and Run are safe to call from any goroutine.
+// Coordinator runs one fleet run: every stage of Config.Stages with the
+// same connected agents, idle between stages. Create it with New, attach
+// its gRPC service with Register (or use Serve), then call Run once.
+// SetConcurrency and Run are safe to call from any goroutine.
 type Coordinator struct {
 	cfg    Config
 	logger hclog.Logger
@@ -53,7 +54,6 @@ type Coordinator struct {
 	events chan event
 	done   chan struct{} // closed when Run's loop has ended
 	ran    sync.Once
-	ranOK  bool
 	conns  sync.WaitGroup // stream goroutines of the edge
 }
 
@@ -192,10 +192,13 @@ func (c *Coordinator) SetConcurrency(ctx context.Context, level int) error {
 	return c.submit(ctx, concurrencyEvent{level: level})
 }
 
-// Run waits for the agents, runs every stage and returns the merged
-// result. It returns early with what was measured and ctx's error when ctx
-// is done, and with ErrAgentLost under PolicyFail. Agents are told to stop
-// before it returns. Run may be called once.
+// Run waits for the agents, runs every stage with the same agents (each
+// preceded by Config.BeforeStage and separated by the stages' cooldowns)
+// and returns the merged result. It returns early with what was measured
+// and ctx's error when ctx is done (the stage it cut short is in
+// Result.Stages, marked Interrupted), with BeforeStage's error, and with
+// ErrAgentLost under PolicyFail. Agents are told to stop before it
+// returns, and a running BeforeStage has returned. Run may be called once.
 func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 	first := false
 	c.ran.Do(func() { first = true })
@@ -206,11 +209,20 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 	defer close(c.done)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	// BeforeStage runs beside the loop, which keeps serving the agents;
+	// whoever starts it cancels it and waits for it.
+	hookCtx, cancelHook := context.WithCancel(ctx)
+	var hooks sync.WaitGroup
+	defer hooks.Wait()
+	defer cancelHook()
+	hookDone := make(chan error, 1)
 	for {
 		select {
 		case <-ctx.Done():
 			r.abort(ctx.Err().Error(), c.now())
 			return r.result(), ctx.Err()
+		case err := <-hookDone:
+			r.beforeStageDone(err, c.now())
 		case e := <-c.events:
 			r.handle(e, c.now())
 			// Take everything already queued before judging silence:
@@ -222,6 +234,11 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 		}
 		if r.step(c.now()) {
 			return r.result(), r.err
+		}
+		if r.hookDue {
+			r.hookDue = false
+			i, s, before := r.next, r.cfg.Stages[r.next], r.cfg.BeforeStage
+			hooks.Go(func() { hookDone <- before(hookCtx, i, s) })
 		}
 	}
 }
@@ -248,6 +265,13 @@ type run struct {
 	finished []*StageResult
 	stopSent bool
 	lastStep time.Time
+
+	// Between stages (stIdle): the stage to start next, the end of the
+	// cooldown, and the BeforeStage hook's progress.
+	next        int
+	idleUntil   time.Time
+	hookDue     bool // Run must start BeforeStage(next)
+	hookRunning bool
 }
 
 type runState int
@@ -257,6 +281,7 @@ const (
 	stAssigning                 // assignments sent, waiting for Ready
 	stRunning                   // windows open on schedule
 	stDraining                  // drain sent, waiting for windows to close
+	stIdle                      // between stages: cooldown, then BeforeStage
 	stDone
 )
 
@@ -463,7 +488,10 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 		if msg.Seq <= m.applied && (!m.hasWM || msg.Window >= m.wm) {
 			m.wm, m.hasWM = msg.Window, true
 		}
-		if msg.Finished && msg.Seq <= m.applied && r.st != nil {
+		// An agent repeats its last watermark until its next stage's
+		// engine is built: a finished one of an earlier stage must not
+		// mark it finished in this one (its windows would close early).
+		if w := r.byID[msg.Window]; msg.Finished && msg.Seq <= m.applied && r.st != nil && w != nil && w.stage == r.st.idx {
 			m.finished = true
 		}
 	}
@@ -488,6 +516,9 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 	}
 	if err := w.apply(m, rep.Window, r.out); err != nil {
 		m.logger.Error("merge report", "window", w.id, "error", err)
+	}
+	if r.cfg.OnReport != nil {
+		r.cfg.OnReport(m.id, w.id, rep.Window)
 	}
 }
 
@@ -629,13 +660,15 @@ func (r *run) step(now time.Time) bool {
 			r.lose(m, now, "heartbeat timeout")
 		}
 	}
-	if r.err != nil && r.state != stDone && r.state != stDraining {
+	// A running BeforeStage is not interrupted here: its result ends the
+	// run (beforeStageDone).
+	if r.err != nil && r.state != stDone && r.state != stDraining && (r.state != stIdle || !r.hookRunning) {
 		r.drain(now)
 	}
 	switch r.state {
 	case stWaiting:
 		if len(r.byIndex) >= r.cfg.Agents {
-			r.startStage(0, now)
+			r.idle(0, now)
 		} else if now.After(r.deadline) {
 			r.err = fmt.Errorf("wait for agents: %d of %d joined in %v", len(r.byIndex), r.cfg.Agents, r.cfg.JoinTimeout)
 			r.finish("no agents")
@@ -659,6 +692,15 @@ func (r *run) step(now time.Time) bool {
 	case stDraining:
 		if r.closeWindows(now) {
 			r.endStage(now)
+		}
+	case stIdle:
+		if !r.hookRunning && !now.Before(r.idleUntil) {
+			if r.cfg.BeforeStage == nil {
+				r.beforeStageDone(nil, now)
+			} else {
+				r.hookDue, r.hookRunning = true, true
+				r.logger.Debug("before stage", "stage", r.next)
+			}
 		}
 	case stDone:
 		return true
@@ -684,6 +726,31 @@ func (r *run) excuseStall(now time.Time) {
 		}
 	}
 	r.lastStep = now
+}
+
+// idle leaves the agents idle until until, then runs BeforeStage(i) and
+// starts stage i.
+func (r *run) idle(i int, until time.Time) {
+	r.state, r.next, r.idleUntil = stIdle, i, until
+}
+
+// beforeStageDone starts the next stage once BeforeStage(next) returned
+// err (nil without a hook).
+func (r *run) beforeStageDone(err error, now time.Time) {
+	r.hookRunning = false
+	if r.state != stIdle {
+		return // the run ended meanwhile
+	}
+	switch {
+	case err != nil:
+		r.err = fmt.Errorf("before stage %d: %w", r.next, err)
+	case len(r.byIndex) == 0:
+		r.err = fmt.Errorf("start stage %d: every agent: %w", r.next, ErrAgentLost)
+	default:
+		r.startStage(r.next, now)
+		return
+	}
+	r.finish(r.errReason())
 }
 
 // startStage sends the stage's assignments.
@@ -712,6 +779,9 @@ func (r *run) schedule(now time.Time) {
 		t = t.Add(st.stage.Warmup)
 	}
 	win := r.cfg.Window
+	if st.stage.Window > 0 {
+		win = st.stage.Window
+	}
 	if win <= 0 || win > st.stage.Duration {
 		win = st.stage.Duration
 	}
@@ -762,7 +832,7 @@ func (r *run) advance(now time.Time) {
 }
 
 func (r *run) drain(now time.Time) {
-	if r.st == nil {
+	if r.st == nil || r.state == stIdle {
 		r.finish(r.errReason())
 		return
 	}
@@ -858,6 +928,9 @@ func (r *run) closeWindows(now time.Time) bool {
 		w.close(by, now)
 		r.logger.Info("window closed", "window", w.id, "kind", w.kind, "closed_by", by,
 			"requests", w.data.Counters.Requests, "degraded", w.degraded)
+		if r.cfg.OnWindowClosed != nil {
+			r.cfg.OnWindowClosed(w.result())
+		}
 		if r.out != nil {
 			if err := r.out.write(w); err != nil {
 				r.logger.Error("write window", "window", w.id, "error", err)
@@ -870,6 +943,24 @@ func (r *run) closeWindows(now time.Time) bool {
 // endStage merges the stage's windows and starts the next stage or ends.
 func (r *run) endStage(now time.Time) {
 	st := r.st
+	r.closeStage(false)
+	r.logger.Info("stage done", "stage", st.idx, "requests", st.res.Measured.Counters.Requests,
+		"start_skew", st.res.StartSkew, "degraded", st.res.Degraded)
+	if r.err == nil && st.idx+1 < len(r.cfg.Stages) && len(r.byIndex) > 0 {
+		r.idle(st.idx+1, now.Add(st.stage.Cooldown))
+		return
+	}
+	if r.err == nil && len(r.byIndex) == 0 {
+		r.err = fmt.Errorf("run stage %d: every agent: %w", st.idx, ErrAgentLost)
+	}
+	r.finish(r.errReason())
+}
+
+// closeStage merges the running stage's windows (all closed) into its
+// result and hands it over.
+func (r *run) closeStage(interrupted bool) {
+	st := r.st
+	st.res.Interrupted = interrupted
 	st.res.Measured = record.NewWindow(0, r.cfg.Histogram)
 	offsets := make([]time.Duration, 0, len(st.res.Offsets))
 	for _, o := range st.res.Offsets {
@@ -891,16 +982,9 @@ func (r *run) endStage(now time.Time) {
 		}
 	}
 	r.finished = append(r.finished, st.res)
-	r.logger.Info("stage done", "stage", st.idx, "requests", st.res.Measured.Counters.Requests,
-		"start_skew", st.res.StartSkew, "degraded", st.res.Degraded)
-	if r.err == nil && st.idx+1 < len(r.cfg.Stages) && len(r.byIndex) > 0 {
-		r.startStage(st.idx+1, now)
-		return
+	if r.cfg.OnStageDone != nil {
+		r.cfg.OnStageDone(st.res)
 	}
-	if r.err == nil && len(r.byIndex) == 0 {
-		r.err = fmt.Errorf("run stage %d: every agent: %w", st.idx, ErrAgentLost)
-	}
-	r.finish(r.errReason())
 }
 
 // finish tells every agent to stop.
@@ -916,14 +1000,20 @@ func (r *run) finish(reason string) {
 	r.state = stDone
 }
 
-// abort ends the run on cancellation, closing what can be closed.
+// abort ends the run on cancellation, closing what can be closed: the
+// stage it cuts short goes into the result marked Interrupted.
 func (r *run) abort(reason string, now time.Time) {
-	if r.st != nil && r.state != stDone {
+	if r.st != nil && (r.state == stAssigning || r.state == stRunning || r.state == stDraining) {
 		for _, w := range r.windows {
 			if !w.closed && w.stage == r.st.idx {
 				w.close("cancelled", now)
+				if r.cfg.OnWindowClosed != nil {
+					r.cfg.OnWindowClosed(w.result())
+				}
 			}
 		}
+		r.closeStage(true)
+		r.logger.Info("stage interrupted", "stage", r.st.idx, "requests", r.st.res.Measured.Counters.Requests)
 	}
 	r.finish(reason)
 }

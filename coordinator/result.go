@@ -32,6 +32,10 @@ type StageResult struct {
 	Windows []uint32
 	// Degraded is set when any measured window of the stage lost an agent.
 	Degraded bool
+	// Interrupted is set when Run's ctx ended during the stage: its windows
+	// were closed with what had been reported, and Measured covers less
+	// than the planned time.
+	Interrupted bool
 }
 
 // WindowResult is one closed window, merged across agents.

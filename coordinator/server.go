@@ -36,7 +36,8 @@ const badTokenMessage = "invalid or missing token: the agent's --token-file or F
 
 // NewServer returns a gRPC server with the coordinator's service, the token
 // check on every stream, optional TLS and keepalive enforcement. The caller
-// serves and stops it.
+// serves and stops it (Serve does both, and warns about a token sent in
+// clear text off loopback).
 func (c *Coordinator) NewServer(sc ServerConfig) (*grpc.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
@@ -50,8 +51,6 @@ func (c *Coordinator) NewServer(sc ServerConfig) (*grpc.Server, error) {
 			return nil, fmt.Errorf("load TLS key pair: %w", err)
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
-	} else if sc.Token != "" {
-		c.logger.Warn("serving without TLS: the token travels in clear text")
 	}
 	s := grpc.NewServer(opts...)
 	c.Register(s)
@@ -64,11 +63,16 @@ func (c *Coordinator) Register(s grpc.ServiceRegistrar) {
 }
 
 // Serve serves the coordinator on lis until ctx is done or run returns,
-// then stops gracefully within sc.GracefulStop (default 5s).
+// then stops gracefully within sc.GracefulStop (default 5s). It warns when
+// a token travels without TLS over a listener that is not loopback (on
+// loopback it never leaves the machine).
 func (c *Coordinator) Serve(ctx context.Context, lis net.Listener, sc ServerConfig) error {
 	s, err := c.NewServer(sc)
 	if err != nil {
 		return err
+	}
+	if sc.Token != "" && sc.CertFile == "" && !isLoopback(lis.Addr()) {
+		c.logger.Warn("serving without TLS: the token travels in clear text", "addr", lis.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(lis) }()
@@ -95,6 +99,13 @@ func (c *Coordinator) Serve(ctx context.Context, lis net.Listener, sc ServerConf
 	<-errc
 	c.conns.Wait()
 	return nil
+}
+
+// isLoopback reports whether addr is a TCP address on a loopback
+// interface.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // checkToken compares the bearer token in ctx's metadata with want in

@@ -48,6 +48,41 @@ func (l *Live) Observe(s *record.Sample) {
 	sec := end.Unix()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b := l.bucket(sec)
+	if !r.OK() {
+		b.fail++
+		return
+	}
+	b.ok++
+	if r.TTFT > 0 {
+		b.ttft.Record(r.TTFT)
+	}
+}
+
+// ObserveWindow adds an agent's interval report, received at now: its
+// turns and TTFT histogram count in now's second. Remote agents' progress
+// arrives this way (coordinator.Config.OnReport); local agents' can come
+// sample by sample through Observe instead.
+func (l *Live) ObserveWindow(w *record.Window, now time.Time) {
+	if w == nil {
+		return
+	}
+	sec := now.Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket(sec)
+	b.ok += w.Counters.Requests
+	b.fail += w.Counters.Failed
+	if h := w.Hist[record.TTFT]; h != nil {
+		// A report of another geometry cannot be merged: it counts, but
+		// its TTFTs are left out of the live p95 (results are unaffected).
+		_ = b.ttft.Merge(h)
+	}
+}
+
+// bucket returns the bucket of Unix second sec, reset if it held an older
+// second. l.mu must be held.
+func (l *Live) bucket(sec int64) *liveBucket {
 	b := &l.buckets[int(sec%int64(len(l.buckets)))]
 	if b.sec != sec {
 		*b = liveBucket{sec: sec, ttft: b.ttft}
@@ -57,14 +92,7 @@ func (l *Live) Observe(s *record.Sample) {
 			b.ttft.Reset()
 		}
 	}
-	if !r.OK() {
-		b.fail++
-		return
-	}
-	b.ok++
-	if r.TTFT > 0 {
-		b.ttft.Record(r.TTFT)
-	}
+	return b
 }
 
 // LiveStats are the figures over a span of time.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 )
@@ -53,6 +54,27 @@ func TestLiveStats(t *testing.T) {
 	l.Observe(sampleAt(t0.Add(6*time.Second), 7*time.Millisecond))
 	if st := l.Stats(t0.Add(6*time.Second), t0.Add(6*time.Second)); st.Requests != 1 || st.TTFTP95.Round(time.Millisecond) != 7*time.Millisecond {
 		t.Errorf("new second: %+v", st)
+	}
+}
+
+// TestLiveObserveWindow feeds interval reports, as remote agents send
+// them: their counts and TTFTs count in the second they arrived.
+func TestLiveObserveWindow(t *testing.T) {
+	l := NewLive(5 * time.Second)
+	w := record.NewWindow(1, hdr.Default)
+	for i := range 50 {
+		w.Add(sampleAt(t0, time.Duration(i+1)*time.Millisecond))
+	}
+	w.Add(sampleAt(t0, 0))
+	l.ObserveWindow(w, t0)
+	l.ObserveWindow(w, t0.Add(-20*time.Second)) // out of the span
+	l.ObserveWindow(nil, t0)
+	st := l.Stats(t0.Add(-time.Minute), t0)
+	if st.Requests != 50 || st.Errors != 1 {
+		t.Errorf("requests %d errors %d, want 50 and 1", st.Requests, st.Errors)
+	}
+	if p := st.TTFTP95.Round(time.Millisecond); p < 47*time.Millisecond || p > 48*time.Millisecond {
+		t.Errorf("p95 %v, want about 48ms", st.TTFTP95)
 	}
 }
 

@@ -4,11 +4,14 @@
 // directory as soon as the level ends, so an interrupted sweep loses at most
 // the level it was measuring and can be resumed.
 //
-// The runner does not run load itself: a Measurer runs one level (the
-// fleetbench command runs a coordinator and local agents), so the runner's
-// ordering, resume and restore logic is tested without any server. It lives
-// apart from pkg/sweep so that the spec and plan stay free of load and
-// report dependencies.
+// The runner does not run load itself: a Fleet runs every level in order on
+// one set of agents (the fleetbench command runs one coordinator run for the
+// whole sweep, with local or remote agents), and calls back into the runner
+// between levels, with no load running, for the switches, readiness gates
+// and cooldowns. A Measurer that runs one level at a time also works
+// (PerLevel). So the runner's ordering, resume and restore logic is tested
+// without any server. It lives apart from pkg/sweep so that the spec and
+// plan stay free of load and report dependencies.
 package sweeprun
 
 import (
@@ -72,6 +75,47 @@ func (f MeasurerFunc) Measure(ctx context.Context, l Level) (*Measurement, error
 
 var _ Measurer = MeasurerFunc(nil)
 
+// Fleet runs a sweep's levels in order on one set of agents that stays
+// connected between them (no conversation carries over from one level to
+// the next). Before level i starts, it calls Hooks.Before(ctx, i) and waits
+// for it with no load running; once level i is measured it calls
+// Hooks.Done(i, m) before the next Before. The calls are made one at a time
+// (from any goroutine); an error of either ends Run with that error. A
+// level cut short by ctx is not passed to Done. Run returns ctx's error
+// when ctx ends first.
+type Fleet interface {
+	Run(ctx context.Context, levels []Level, h Hooks) error
+}
+
+// Hooks are the runner's steps between a Fleet's levels.
+type Hooks struct {
+	Before func(ctx context.Context, i int) error
+	Done   func(i int, m *Measurement) error
+}
+
+// PerLevel adapts a Measurer to a Fleet: Before, Measure and Done for each
+// level in turn.
+type PerLevel struct{ Measurer Measurer }
+
+var _ Fleet = PerLevel{}
+
+// Run measures levels one by one.
+func (p PerLevel) Run(ctx context.Context, levels []Level, h Hooks) error {
+	for i, lv := range levels {
+		if err := h.Before(ctx, i); err != nil {
+			return err
+		}
+		m, err := p.Measurer.Measure(ctx, lv)
+		if err != nil {
+			return err
+		}
+		if err := h.Done(i, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Gate is the readiness gate after a switch; *ready.Gate implements it.
 type Gate interface {
 	Ready(ctx context.Context) (*ready.Report, error)
@@ -116,14 +160,17 @@ type Config struct {
 	Switchers map[string]sweep.Switcher
 	// Gate is the readiness gate; nil skips readiness (Spec.Readiness.Skip).
 	Gate Gate
-	// Measurer runs each level.
+	// Fleet runs the levels; when nil, Measurer runs each level in turn
+	// (PerLevel).
+	Fleet    Fleet
 	Measurer Measurer
 	// Output records each point as its level ends.
 	Output Adder
 	// Restore switches the stack back to the mode it was in before the
 	// sweep (read with sweep.Current) once the sweep ends.
 	Restore bool
-	// OnStatus, when set, is called from Run's goroutine at every step.
+	// OnStatus, when set, is called at every step, one call at a time
+	// (from Run's goroutine or the Fleet's).
 	OnStatus func(Status)
 	// Logger may be nil.
 	Logger hclog.Logger
@@ -159,8 +206,8 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Spec == nil || cfg.Plan == nil {
 		errs = append(errs, errors.New("spec and plan are required"))
 	}
-	if cfg.Measurer == nil {
-		errs = append(errs, errors.New("measurer is required"))
+	if cfg.Fleet == nil && cfg.Measurer == nil {
+		errs = append(errs, errors.New("a fleet or a measurer is required"))
 	}
 	if cfg.Output == nil {
 		errs = append(errs, errors.New("output is required"))
@@ -183,6 +230,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
+	}
+	if cfg.Fleet == nil {
+		cfg.Fleet = PerLevel{Measurer: cfg.Measurer}
 	}
 	return &Runner{cfg: cfg, log: cfg.Logger.Named("sweep")}, nil
 }
@@ -229,66 +279,152 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	return res, err
 }
 
-func (r *Runner) run(ctx context.Context, res *Result) error {
-	steps := r.cfg.Plan.Steps
-	done := r.cfg.Plan.Done
-	var rep *ready.Report
+// segment is one level of the plan and the steps before it (switch, gate,
+// prime, the previous level's cooldown).
+type segment struct {
+	pre   []int // step indices
+	level Level
+	first int // index of the level's first step (warm-up or measure)
+	last  int // index of its measure step
+}
+
+// segments cuts steps into levels; tail is the steps after the last level.
+func (r *Runner) segments(steps []sweep.Step) (segs []segment, tail []int, err error) {
+	var pre []int
 	for i := 0; i < len(steps); i++ {
 		st := steps[i]
-		status := Status{Step: st, Started: r.cfg.Now(), After: after(steps, i+1), Done: done, Total: r.cfg.Plan.Total}
-		switch st.Kind {
-		case sweep.StepSwitch:
-			r.notify(status)
-			if err := r.cfg.Switchers[st.Mode].Switch(ctx, st.Mode); err != nil {
-				return fmt.Errorf("run %d: switch to %s: %w", st.Run, st.Mode, err)
+		if st.Kind != sweep.StepWarmup && st.Kind != sweep.StepMeasure {
+			pre = append(pre, i)
+			continue
+		}
+		// A level is its warm-up step (if any) and its measure step.
+		sg := segment{pre: pre, first: i, level: Level{Key: st.Key(), RequestRate: r.cfg.Spec.RequestRate}}
+		pre = nil
+		if st.Kind == sweep.StepWarmup {
+			sg.level.Warmup = st.Duration
+			i++
+			if i >= len(steps) || steps[i].Kind != sweep.StepMeasure || steps[i].Key() != st.Key() {
+				return nil, nil, fmt.Errorf("plan: warm-up of %s is not followed by its measurement", st.Key())
 			}
-			res.Switches++
-		case sweep.StepGate:
-			if r.cfg.Gate == nil {
-				continue
-			}
-			r.notify(status)
-			var err error
-			if rep, err = r.cfg.Gate.Ready(ctx); err != nil {
-				return fmt.Errorf("run %d mode %s: %w", st.Run, st.Mode, err)
-			}
-			res.Readiness = append(res.Readiness, rep)
-		case sweep.StepPrime:
-			if r.cfg.Gate == nil || rep == nil {
-				continue
-			}
-			r.notify(status)
-			if err := r.cfg.Gate.Prime(ctx, rep); err != nil {
-				return fmt.Errorf("run %d mode %s: prime: %w", st.Run, st.Mode, err)
-			}
-			r.log.Info("ready", "run", st.Run, "mode", st.Mode, "stages", rep.String())
-		case sweep.StepWarmup, sweep.StepMeasure:
-			// A level is its warm-up step (if any) and its measure step.
-			lv := Level{Key: st.Key(), RequestRate: r.cfg.Spec.RequestRate}
-			if st.Kind == sweep.StepWarmup {
-				lv.Warmup = st.Duration
-				i++
-				if i >= len(steps) || steps[i].Kind != sweep.StepMeasure || steps[i].Key() != st.Key() {
-					return fmt.Errorf("plan: warm-up of %s is not followed by its measurement", st.Key())
+		}
+		sg.last = i
+		sg.level.Measure, sg.level.Snapshots = steps[i].Duration, max(steps[i].Snapshots, 1)
+		segs = append(segs, sg)
+	}
+	return segs, pre, nil
+}
+
+// run hands the plan's levels to the Fleet and runs the other steps from
+// its hooks, between levels.
+func (r *Runner) run(ctx context.Context, res *Result) error {
+	steps := r.cfg.Plan.Steps
+	segs, tail, err := r.segments(steps)
+	if err != nil {
+		return err
+	}
+	done := r.cfg.Plan.Done
+	var rep *ready.Report
+	// The first error of a hook, returned as it is (the Fleet may wrap it).
+	var hookErr error
+	fail := func(err error) error {
+		if hookErr == nil {
+			hookErr = err
+		}
+		return err
+	}
+	levels := make([]Level, len(segs))
+	for i, sg := range segs {
+		levels[i] = sg.level
+	}
+	hooks := Hooks{
+		Before: func(ctx context.Context, i int) error {
+			sg := segs[i]
+			for _, j := range sg.pre {
+				if err := r.step(ctx, res, j, &rep, done); err != nil {
+					return fail(err)
 				}
 			}
-			ms := steps[i]
-			lv.Measure, lv.Snapshots = ms.Duration, max(ms.Snapshots, 1)
-			status.Step.Duration = lv.Warmup + lv.Measure
-			status.Warmup, status.Measure = lv.Warmup, lv.Measure
-			status.After = after(steps, i+1)
-			r.notify(status)
-			p, err := r.level(ctx, lv)
+			lv := sg.level
+			st := steps[sg.first]
+			st.Duration = lv.Warmup + lv.Measure
+			r.notify(Status{Step: st, Warmup: lv.Warmup, Measure: lv.Measure, Started: r.cfg.Now(),
+				After: after(steps, sg.last+1), Done: done, Total: r.cfg.Plan.Total})
+			k := lv.Key
+			r.log.Info("level starting", "run", k.Run, "mode", k.Mode, "level", k.Level, "warmup", lv.Warmup, "measure", lv.Measure)
+			return nil
+		},
+		Done: func(i int, m *Measurement) error {
+			p, err := r.level(ctx, segs[i].level, m)
 			if err != nil {
-				return err
+				return fail(err)
 			}
 			res.Points = append(res.Points, *p)
 			done++
-		case sweep.StepCooldown:
-			r.notify(status)
-			if err := r.cfg.Sleep(ctx, st.Duration); err != nil {
-				return err
+			return nil
+		},
+	}
+	if len(segs) > 0 {
+		if err := r.cfg.Fleet.Run(ctx, levels, hooks); err != nil {
+			if hookErr != nil {
+				return hookErr
 			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("measure %s: %w", r.current(segs, len(res.Points)), err)
+		}
+	}
+	for _, j := range tail {
+		if err := r.step(ctx, res, j, &rep, done); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// current names the level being measured when Done had been called n
+// times.
+func (r *Runner) current(segs []segment, n int) sweep.Key {
+	return segs[min(n, len(segs)-1)].level.Key
+}
+
+// step runs one step that is not a level: a switch, a gate, a prime or a
+// cooldown. rep carries the last gate's report to its prime.
+func (r *Runner) step(ctx context.Context, res *Result, i int, rep **ready.Report, done int) error {
+	steps := r.cfg.Plan.Steps
+	st := steps[i]
+	status := Status{Step: st, Started: r.cfg.Now(), After: after(steps, i+1), Done: done, Total: r.cfg.Plan.Total}
+	switch st.Kind {
+	case sweep.StepSwitch:
+		r.notify(status)
+		if err := r.cfg.Switchers[st.Mode].Switch(ctx, st.Mode); err != nil {
+			return fmt.Errorf("run %d: switch to %s: %w", st.Run, st.Mode, err)
+		}
+		res.Switches++
+	case sweep.StepGate:
+		if r.cfg.Gate == nil {
+			return nil
+		}
+		r.notify(status)
+		g, err := r.cfg.Gate.Ready(ctx)
+		if err != nil {
+			return fmt.Errorf("run %d mode %s: %w", st.Run, st.Mode, err)
+		}
+		*rep = g
+		res.Readiness = append(res.Readiness, g)
+	case sweep.StepPrime:
+		if r.cfg.Gate == nil || *rep == nil {
+			return nil
+		}
+		r.notify(status)
+		if err := r.cfg.Gate.Prime(ctx, *rep); err != nil {
+			return fmt.Errorf("run %d mode %s: prime: %w", st.Run, st.Mode, err)
+		}
+		r.log.Info("ready", "run", st.Run, "mode", st.Mode, "stages", (*rep).String())
+	case sweep.StepCooldown:
+		r.notify(status)
+		if err := r.cfg.Sleep(ctx, st.Duration); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -298,14 +434,9 @@ func (r *Runner) run(ctx context.Context, res *Result) error {
 // (and the mode restored).
 const StepDone sweep.StepKind = "done"
 
-// level measures one level and records its point.
-func (r *Runner) level(ctx context.Context, lv Level) (*report.Point, error) {
+// level records the point of one measured level.
+func (r *Runner) level(ctx context.Context, lv Level, m *Measurement) (*report.Point, error) {
 	k := lv.Key
-	r.log.Info("level starting", "run", k.Run, "mode", k.Mode, "level", k.Level, "warmup", lv.Warmup, "measure", lv.Measure)
-	m, err := r.cfg.Measurer.Measure(ctx, lv)
-	if err != nil {
-		return nil, fmt.Errorf("measure %s: %w", k, err)
-	}
 	if ctx.Err() != nil {
 		// A measurement that raced the interrupt may be cut short: the
 		// resumed sweep measures this level again.

@@ -407,3 +407,74 @@ func TestOutputDirectory(t *testing.T) {
 		t.Errorf("no headline")
 	}
 }
+
+// oneRunFleet is a Fleet that, like one coordinator run, takes every
+// level at once and calls the hooks between them; it journals when it
+// starts and what it is asked.
+type oneRunFleet struct {
+	j    *journal
+	runs int
+}
+
+func (f *oneRunFleet) Run(ctx context.Context, levels []Level, h Hooks) error {
+	f.runs++
+	f.j.add("fleet run %d levels", len(levels))
+	m := measurer(f.j)
+	for i, l := range levels {
+		if err := h.Before(ctx, i); err != nil {
+			return fmt.Errorf("before stage %d: %w", i, err)
+		}
+		ms, err := m.Measure(ctx, l)
+		if err != nil {
+			return err
+		}
+		if err := h.Done(i, ms); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRunOneFleetForTheSweep runs the plan on a Fleet: one Run for every
+// level, the switches, gates and cooldowns between levels from its hooks,
+// in the plan's order, and a hook's error returned as it is.
+func TestRunOneFleetForTheSweep(t *testing.T) {
+	f := newFixture(true)
+	fl := &oneRunFleet{j: f.j}
+	cfg := f.config(testSpec(), nil)
+	cfg.Measurer, cfg.Fleet = nil, fl
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl.runs != 1 || len(res.Points) != 8 || res.Switches != 4 {
+		t.Errorf("fleet runs %d, points %d, switches %d: want 1, 8, 4", fl.runs, len(res.Points), res.Switches)
+	}
+	got := f.j.get()
+	want := []string{"fleet run 8 levels", "switch kv", "gate", "prime",
+		"measure run 1 kv 10 warmup 1s measure 3s/3", "add run 1 kv 10", "cooldown 1s",
+		"measure run 1 kv 20 warmup 1s measure 3s/3", "add run 1 kv 20", "cooldown 1s", "switch round_robin"}
+	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("events:\n%s\nwant a start of:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	f = newFixture(true)
+	f.sw.fail = "round_robin"
+	cfg = f.config(testSpec(), nil)
+	cfg.Measurer, cfg.Fleet = nil, &oneRunFleet{j: f.j}
+	r, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Run(t.Context())
+	if err == nil || strings.Contains(err.Error(), "before stage") || !strings.Contains(err.Error(), "switch to round_robin") {
+		t.Errorf("error %v: want the switch's, unwrapped by the fleet", err)
+	}
+	if len(res.Points) != 2 {
+		t.Errorf("%d points before the failed switch, want 2", len(res.Points))
+	}
+}

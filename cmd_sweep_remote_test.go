@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/agent"
+	"github.com/fleetbench/fleetbench/pkg/openai"
+	"github.com/fleetbench/fleetbench/pkg/workload"
+)
+
+// TestSweepWithRemoteAgents runs a sweep whose fleet is two external
+// agents (`fleetbench agent`, here in goroutines): they join once, stay
+// connected across levels and the mode switch, and leave when the sweep
+// ends.
+func TestSweepWithRemoteAgents(t *testing.T) {
+	t.Setenv(tokenEnv, "sweep-remote-token")
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	spec := writeSweepFile(t, dir, strings.ReplaceAll(resumeSweep, "SWITCHLOG", filepath.Join(dir, "switches.log")))
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	codes, errs := make([]int, 2), make([]string, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			codes[i], _, errs[i] = runCommand(ctx, "--log-level", "error", "agent", "--coordinator", addr,
+				"--id", fmt.Sprintf("remote-%d", i), "--api-key-env", "FLEETBENCH_TEST_KEY")
+		})
+	}
+	code, stdout, stderr := runCommand(ctx, "sweep", "-f", spec, "--out", out, "--listen", addr, "--remote-agents", "2")
+	wg.Wait()
+	if code != exitOK {
+		t.Fatalf("sweep exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for i, c := range codes {
+		if c != exitOK {
+			t.Errorf("agent %d exit %d: %s", i, c, errs[i])
+		}
+	}
+	header, rows := sweepTSV(t, out)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4 (2 levels x 2 modes):\n%v", len(rows), rows)
+	}
+	col := slices.Index(header, "requests")
+	for i, r := range rows {
+		if col < 0 || r[col] == "0" {
+			t.Errorf("row %d: no requests (column %d of %v): %v", i, col, header, r)
+		}
+	}
+}
+
+// TestRemoteAgentRunsTheSameConversations checks that an agent building
+// its workload from the coordinator's spec (specBuilder) gets the very
+// conversations a local engine gets from the sweep's workload config.
+func TestRemoteAgentRunsTheSameConversations(t *testing.T) {
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	wcfg := workload.Config{
+		Kind: workload.KindDocChat, Seed: 42, MaxTokens: 24, Documents: 3, PromptTokens: 700, MinTurns: 2, MaxTurns: 5,
+		Think: workload.ThinkTime{Kind: workload.ThinkExp, Mean: 1500 * time.Millisecond},
+	}
+	local, err := workload.New(wcfg, hclog.NewNullLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fleetSpec("http://target.test", "m", "", "X-Session", wcfg)
+	tgt, err := specBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
+		Target: cs.Target, Model: cs.Model, Workload: cs.Workload, Seed: cs.Seed, MaxTokens: cs.MaxTokens,
+		SessionHeader: cs.SessionHeader, Params: cs.Params,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tgt.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if tgt.Source.Name() != local.Name() {
+		t.Errorf("remote workload %q, local %q", tgt.Source.Name(), local.Name())
+	}
+	turns := 0
+	for i := range 20 {
+		lc, rc := local.Conversation(i), tgt.Source.Conversation(i)
+		if lc.Turns() != rc.Turns() || lc.System() != rc.System() {
+			t.Fatalf("conversation %d: remote %d turns, local %d (or the system prompts differ)", i, rc.Turns(), lc.Turns())
+		}
+		var history []openai.Message
+		for k := range lc.Turns() {
+			lt, err1 := lc.Next(t.Context(), k, history)
+			rt, err2 := rc.Next(t.Context(), k, history)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("conversation %d turn %d: %v %v", i, k, err1, err2)
+			}
+			if lt != rt {
+				t.Fatalf("conversation %d turn %d: remote %+v, local %+v", i, k, rt, lt)
+			}
+			history = append(history, openai.Message{Role: "user", Content: lt.User}, openai.Message{Role: "assistant", Content: "ok"})
+			turns++
+		}
+	}
+	if turns < 40 {
+		t.Errorf("only %d turns compared", turns)
+	}
+	// The spec carries every setting the workload is built from.
+	back, err := workloadConfig(cs.Workload, cs.Seed, cs.MaxTokens, cs.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", wcfg) {
+		t.Errorf("workload config round trip:\n got %+v\nwant %+v", back, wcfg)
+	}
+}
