@@ -46,7 +46,7 @@ func TestStreamTimings(t *testing.T) {
 	const (
 		tol      = time.Millisecond
 		slack    = 500 * time.Microsecond
-		attempts = 5
+		attempts = 20
 	)
 	s := &script{First: 50 * time.Millisecond, Gap: 20 * time.Millisecond, Tokens: 10}
 	srv := httptest.NewServer(s)
@@ -62,7 +62,10 @@ func TestStreamTimings(t *testing.T) {
 			t.Fatalf("Stream: class %q err %v", res.Class, res.Err)
 		}
 		sent, base := s.observed()
-		late := time.Duration(0)
+		// The script runs from when the server picked the request up; a
+		// busy machine delays that pickup and every flush, which is the
+		// server's lateness, not the client's measurement error.
+		late := max(0, base.Sub(res.Start))
 		for i, at := range sent {
 			late = max(late, at.Sub(base.Add(s.First+time.Duration(i)*s.Gap)))
 		}
