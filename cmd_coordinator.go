@@ -78,6 +78,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	hbTimeout := fs.Duration("heartbeat-timeout", coordinator.DefaultHeartbeatTimeout, "silence after which an agent is lost")
 	grace := fs.Duration("grace", coordinator.DefaultGrace, "how long a window waits for agents' watermarks")
 	joinTimeout := fs.Duration("join-timeout", coordinator.DefaultJoinTimeout, "how long to wait for the agents")
+	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics on `ADDR`/metrics (e.g. :9090; empty: none)")
 	kube := addKubeFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -120,15 +121,31 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	}
 	// With --kube-agents the agents are an Indexed Job; a fatal pod failure
 	// cancels ctx with the cause, and the Job is deleted on every exit.
-	ctx, stopKube, err := kube.startKubeAgentsFor(ctx, c.logger, &cfg)
+	reg := newMetricsRegistry(*metricsListen)
+	_, stopMetrics, err := serveMetrics(ctx, *metricsListen, reg, c.logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	ctx, losses, stopKube, err := kube.startKubeAgentsFor(ctx, c.logger, &cfg)
 	if err != nil {
 		return err
 	}
 	defer stopKube()
-	co, err := coordinator.New(cfg, c.logger)
+	var opts []coordinator.Option
+	if reg != nil {
+		opts = append(opts, coordinator.WithRegisterer(reg))
+	}
+	co, err := coordinator.New(cfg, c.logger, opts...)
 	if err != nil {
 		return err
 	}
+	lossCtx, stopLosses := context.WithCancel(ctx)
+	waitLosses := forwardLosses(lossCtx, co, losses)
+	defer func() {
+		stopLosses()
+		waitLosses()
+	}()
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", *listen)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,6 +54,10 @@ type kubeFlags struct {
 	pendingTimeout time.Duration
 	backoff        int
 	agentArgs      listFlag
+	// specAgents, when > 0, is the agent count of a sweep's spec (its
+	// agents field or --agents flag), used instead of the --agents flag's
+	// value.
+	specAgents int
 }
 
 // addKubeFlags registers the --kube-agents flags on the coordinator's
@@ -63,7 +68,7 @@ func addKubeFlags(fs *flag.FlagSet) *kubeFlags {
 	f := &kubeFlags{fs: fs}
 	fs.BoolVar(&f.enabled, "kube-agents", false, "run the agents as an Indexed Job in this cluster (in-cluster config or $KUBECONFIG)")
 	fs.StringVar(&f.namespace, "kube-namespace", "", "namespace of the agents' Job (default: the coordinator pod's, or the kubeconfig's)")
-	fs.StringVar(&f.image, "agent-image", "", "fleetbench image the agents run (required with --kube-agents)")
+	fs.StringVar(&f.image, "agent-image", "", "fleetbench image the agents run (default: the coordinator pod's own, from $POD_NAMESPACE and $POD_NAME)")
 	fs.StringVar(&f.pullPolicy, "agent-pull-policy", "", "agent image pull policy: Always, IfNotPresent or Never")
 	fs.Var(&f.pullSecrets, "agent-pull-secret", "image pull Secret for the agent image (repeatable)")
 	fs.IntVar(&f.capacity, "agent-capacity", 0, "sessions per agent; with --kube-agents, agents = ceil(largest level / capacity)")
@@ -84,8 +89,11 @@ func addKubeFlags(fs *flag.FlagSet) *kubeFlags {
 	return f
 }
 
-// agents returns the coordinator's --agents value.
+// agents returns the coordinator's --agents value (a sweep's: its spec's).
 func (f *kubeFlags) agents() int {
+	if f.specAgents > 0 {
+		return f.specAgents
+	}
 	if fl := f.fs.Lookup("agents"); fl != nil {
 		n, _ := strconv.Atoi(fl.Value.String())
 		return n
@@ -176,13 +184,20 @@ func startKubeAgents(ctx context.Context, logger hclog.Logger, f *kubeFlags, max
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := f.config(namespace, maxLevel)
-	if err != nil {
-		return nil, nil, fmt.Errorf("configure agents job: %w", err)
-	}
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create kubernetes client: %w", err)
+	}
+	if f.image == "" {
+		// Agents run the coordinator's own image unless told otherwise,
+		// so pinning the image in one place pins both.
+		if f.image, err = ownImage(ctx, cs); err != nil {
+			return nil, nil, err
+		}
+	}
+	cfg, err := f.config(namespace, maxLevel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("configure agents job: %w", err)
 	}
 	m, err := kubejob.NewManager(cs, cfg, logger)
 	if err != nil {
@@ -204,16 +219,45 @@ func startKubeAgents(ctx context.Context, logger hclog.Logger, f *kubeFlags, max
 	return stop, m.Events(), nil
 }
 
-// startKubeAgentsFor is cmdCoordinator's entry point: when --kube-agents
-// is set it sizes the fleet from cfg's stages (setting cfg.Agents), starts
+// ownImage returns the image of the first container of the pod this
+// process runs in, named by $POD_NAMESPACE and $POD_NAME (the downward
+// API), or "" when they are unset.
+func ownImage(ctx context.Context, cs kubernetes.Interface) (string, error) {
+	ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv(kubejob.EnvPodName)
+	if ns == "" || name == "" {
+		return "", nil
+	}
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read the coordinator pod's image (or set --agent-image): %w", err)
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return "", nil
+	}
+	return pod.Spec.Containers[0].Image, nil
+}
+
+// agentLoss is an agent gone for good, as the agents' Job saw it: the
+// agent's id (its pod's name) and why.
+type agentLoss struct{ ID, Reason string }
+
+// lossQueue is how many agent losses wait for the coordinator; more are
+// dropped and left to its heartbeat timeout.
+const lossQueue = 64
+
+// startKubeAgentsFor is the commands' entry point: when --kube-agents is
+// set it sizes the fleet from cfg's stages (setting cfg.Agents), starts
 // the agents' Job, and returns a context derived from ctx that is
 // canceled, with a *kubejob.Error as its cause, when the agents cannot
-// run (image pull failure, unschedulable, Job failed). stop deletes the
+// run (image pull failure, unschedulable, Job failed). Agents lost for
+// good (a pod OOM-killed, failed or deleted) are sent on the returned
+// channel, which is never closed, without blocking: a loss that finds it
+// full is left to the coordinator's heartbeat timeout. stop deletes the
 // Job and waits for it (bounded by kubeStopTimeout); defer it. Without
-// --kube-agents it returns ctx and a no-op.
-func (f *kubeFlags) startKubeAgentsFor(ctx context.Context, logger hclog.Logger, cfg *coordinator.Config) (context.Context, func(), error) {
+// --kube-agents it returns ctx, a nil channel and a no-op.
+func (f *kubeFlags) startKubeAgentsFor(ctx context.Context, logger hclog.Logger, cfg *coordinator.Config) (context.Context, <-chan agentLoss, func(), error) {
 	if !f.enabled {
-		return ctx, func() {}, nil
+		return ctx, nil, func() {}, nil
 	}
 	maxLevel := 0
 	for _, s := range cfg.Stages {
@@ -222,17 +266,24 @@ func (f *kubeFlags) startKubeAgentsFor(ctx context.Context, logger hclog.Logger,
 	logger = logger.Named("kube")
 	stopJob, events, err := startKubeAgents(ctx, logger, f, maxLevel)
 	if err != nil {
-		return ctx, func() {}, err
+		return ctx, nil, func() {}, err
 	}
 	cfg.Agents = f.agentCount(maxLevel)
 
 	runCtx, cancel := context.WithCancelCause(ctx)
+	losses := make(chan agentLoss, lossQueue)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		// Agent losses reach the coordinator through its heartbeats; a
-		// fatal condition ends the run.
+		// A lost agent is reported at once (agents are named after their
+		// pods); a fatal condition ends the run.
 		for ev := range events {
+			if ev.Kind.Lost() && ev.Pod != "" {
+				select {
+				case losses <- agentLoss{ID: ev.Pod, Reason: ev.String()}:
+				default:
+				}
+			}
 			if ev.Fatal {
 				cancel(&kubejob.Error{Event: ev})
 			}
@@ -248,7 +299,26 @@ func (f *kubeFlags) startKubeAgentsFor(ctx context.Context, logger hclog.Logger,
 		<-followed
 		cancel(nil)
 	}
-	return runCtx, stop, nil
+	return runCtx, losses, stop, nil
+}
+
+// forwardLosses tells co about every agent loss on losses until ctx ends;
+// wait waits for that. losses may be nil.
+func forwardLosses(ctx context.Context, co *coordinator.Coordinator, losses <-chan agentLoss) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case l := <-losses:
+				// ErrRunOver or ctx's end: nothing is left to tell.
+				_ = co.AgentLost(ctx, l.ID, l.Reason)
+			}
+		}
+	}()
+	return func() { <-done }
 }
 
 // kubeCause returns the reason the agents stopped the run when runErr

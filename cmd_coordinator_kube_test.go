@@ -147,7 +147,7 @@ func TestStartKubeAgents(t *testing.T) {
 		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
 			"--agent-capacity", "4", "--coordinator-service", "coord:7070")
 		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}, {Level: 8}}}
-		runCtx, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
+		runCtx, _, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func TestStartKubeAgents(t *testing.T) {
 		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
 			"--agents", "1", "--node-selector", kubetest.FakeNodeLabel+"=none", "--pending-timeout", "2s")
 		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
-		runCtx, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
+		runCtx, _, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,4 +192,45 @@ func TestStartKubeAgents(t *testing.T) {
 			t.Errorf("kubeCause = %v, want a PendingTooLong *kubejob.Error", err)
 		}
 	})
+}
+
+// TestAgentImageDefaultsToOwn: without --agent-image the agents run the
+// image of the coordinator's own pod (found through the downward API's
+// POD_NAMESPACE and POD_NAME), and the Job is owned by that pod.
+func TestAgentImageDefaultsToOwn(t *testing.T) {
+	restCfg := kubetest.Env(t)
+	ns := kubetest.Namespace(t, restCfg)
+	cs := kubetest.Client(t, restCfg)
+	t.Setenv("KUBECONFIG", os.Getenv(kubetest.EnvKubeconfig))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const image = "registry.invalid/fleetbench@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "coordinator"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "coordinator", Image: image}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAMESPACE", ns)
+	t.Setenv(kubejob.EnvPodName, pod.Name)
+	t.Setenv(kubejob.EnvPodUID, string(pod.UID))
+	f := kubeFlagSet(t, "--kube-agents", "--agents", "1")
+	cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
+	_, _, stop, err := f.startKubeAgentsFor(ctx, hclog.NewNullLogger(), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("jobs %v, %v; want one", jobs, err)
+	}
+	j := jobs.Items[0]
+	if got := j.Spec.Template.Spec.Containers[0].Image; got != image {
+		t.Errorf("agent image %q, want the coordinator pod's %q", got, image)
+	}
+	if refs := j.OwnerReferences; len(refs) != 1 || refs[0].UID != pod.UID {
+		t.Errorf("job owners %+v, want the coordinator pod", refs)
+	}
 }

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
@@ -59,7 +61,14 @@ type sweepFlags struct {
 	remoteAgents int
 	tokenFile    string
 	joinTimeout  time.Duration
+	// kube runs the agents as an Indexed Job (--kube-agents).
+	kube          *kubeFlags
+	metricsListen string
 }
+
+// defaultKubeListen is where a sweep with --kube-agents accepts its agents
+// unless --listen says otherwise: the port of the coordinator's Service.
+const defaultKubeListen = ":7070"
 
 func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
@@ -73,10 +82,12 @@ func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
 	fs.Float64Var(&f.sim.TimeScale, "sim-time-scale", 0, "simulator: speed-up of simulated time (default: the file's, else 1)")
 	fs.IntVar(&f.sim.Replicas, "sim-replicas", 0, "simulator: replicas (default: the file's, else the profile's)")
 	fs.IntVar(&f.sim.KVBlocks, "sim-kv-blocks", 0, "simulator: KV blocks per replica (default: the file's, else the profile's)")
-	fs.StringVar(&f.listen, "listen", "", "with --remote-agents: address to accept agents on (`fleetbench agent --coordinator ADDR`)")
+	fs.StringVar(&f.listen, "listen", "", "with --remote-agents or --kube-agents: address to accept agents on (`fleetbench agent --coordinator ADDR`; --kube-agents default "+defaultKubeListen+")")
 	fs.IntVar(&f.remoteAgents, "remote-agents", 0, "run the sweep on `K` external agents instead of local ones (needs --listen)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --remote-agents: file holding the agents' shared token (default: $"+tokenEnv+")")
-	fs.DurationVar(&f.joinTimeout, "join-timeout", coordinator.DefaultJoinTimeout, "with --remote-agents: how long to wait for the agents")
+	fs.DurationVar(&f.joinTimeout, "join-timeout", coordinator.DefaultJoinTimeout, "with --remote-agents or --kube-agents: how long to wait for the agents")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR`/metrics (e.g. :9090; empty: none)")
+	f.kube = addKubeFlags(fs)
 	sweep.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: fleetbench sweep -f sweep.yaml [flags]\n"+
@@ -91,6 +102,9 @@ func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
 
 // cmdSweep runs a sweep (or prints its plan) and reports its SLA headline.
 func (c *cli) cmdSweep(ctx context.Context, args []string) error {
+	// The Kubernetes switch kinds must be known before the spec is
+	// validated.
+	kubeswitch.Register()
 	var f sweepFlags
 	fs := c.sweepFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +117,15 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "fleetbench sweep: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
-	if f.remoteAgents < 0 || (f.remoteAgents > 0) != (f.listen != "") {
+	if f.kube.enabled {
+		if f.remoteAgents != 0 {
+			fmt.Fprintln(c.stderr, "fleetbench sweep: --kube-agents starts the agents itself: drop --remote-agents (size them with --agents or --agent-capacity)")
+			return errUsage
+		}
+		if f.listen == "" {
+			f.listen = defaultKubeListen
+		}
+	} else if f.remoteAgents < 0 || (f.remoteAgents > 0) != (f.listen != "") {
 		fmt.Fprintln(c.stderr, "fleetbench sweep: --remote-agents K (K >= 1) and --listen ADDR go together")
 		return errUsage
 	}
@@ -113,6 +135,10 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	useSim := simCfg != nil
+	if useSim && f.kube.enabled {
+		fmt.Fprintln(c.stderr, "fleetbench sweep: --kube-agents needs a target the agent pods can reach; the built-in simulator listens on loopback")
+		return errUsage
+	}
 
 	var done map[sweep.Key]bool
 	var id string
@@ -143,8 +169,14 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	reg := newMetricsRegistry(f.metricsListen)
+	_, stopMetrics, err := serveMetrics(ctx, f.metricsListen, reg, c.logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var remote *remoteFleet
-	if f.remoteAgents > 0 {
+	if f.remoteAgents > 0 || f.kube.enabled {
 		token, err := loadToken(f.tokenFile)
 		if err != nil {
 			return err
@@ -154,7 +186,27 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		}
 		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout}
 	}
-	return c.sweep(ctx, spec, simCfg, plan, id, !f.noRestore, remote)
+	if f.kube.enabled {
+		// --agents (the spec's agents) is the count, unless only
+		// --agent-capacity is given.
+		f.kube.specAgents = max(spec.Agents, 1)
+		// Only the levels matter: they size the Job with --agent-capacity.
+		cfg := coordinator.Config{}
+		for _, l := range spec.Levels {
+			cfg.Stages = append(cfg.Stages, coordinator.Stage{Level: l})
+		}
+		// A fatal condition of the agents cancels ctx with the cause; the
+		// Job is deleted on every exit, a signal's included.
+		kctx, losses, stopKube, err := f.kube.startKubeAgentsFor(ctx, c.logger, &cfg)
+		if err != nil {
+			return err
+		}
+		defer stopKube()
+		remote.Agents, remote.Losses = cfg.Agents, losses
+		err = c.sweep(kctx, spec, simCfg, plan, id, !f.noRestore, remote, registerer(reg))
+		return kubeCause(kctx, err)
+	}
+	return c.sweep(ctx, spec, simCfg, plan, id, !f.noRestore, remote, registerer(reg))
 }
 
 // sweepSpec reads the spec: the file (or the resumed directory's copy),
@@ -301,8 +353,13 @@ func writeSweepSpec(spec *sweep.Spec, simCfg *simSettings) error {
 }
 
 // sweep runs plan and renders the report.
-func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, plan *sweep.Plan, id string, restore bool, remote *remoteFleet) error {
+func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, plan *sweep.Plan, id string, restore bool,
+	remote *remoteFleet, reg prometheus.Registerer) error {
 	logger := c.logger.Named("sweep")
+	sm, err := sweeprun.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	live := sweeprun.NewLive(sweeprun.DefaultLiveSpan)
 	display := sweeprun.NewDisplay(c.stderr, isTerminal(c.stderr), logger, live)
@@ -352,11 +409,12 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	defer w.Close()
 
 	fl := &fleetSweeper{
-		logger: quiet(logger.Named("fleet")),
+		logger:  quiet(logger.Named("fleet")),
+		metrics: sm,
 		fc: fleetConfig{
 			Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src, Seed: spec.Workload.Seed,
 			MaxTokens: spec.Workload.MaxTokens, SessionHeader: spec.Workload.SessionHeader,
-			Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote,
+			Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg,
 		},
 	}
 	if remote != nil {
@@ -465,8 +523,9 @@ func startSweepSim(ctx context.Context, s *simSettings, model string, logger hcl
 // those windows, goes to the runner as soon as the next stage is due (or
 // the run ends).
 type fleetSweeper struct {
-	logger hclog.Logger
-	fc     fleetConfig
+	logger  hclog.Logger
+	fc      fleetConfig
+	metrics *sweeprun.Metrics
 }
 
 var _ sweeprun.Fleet = (*fleetSweeper)(nil)
@@ -521,17 +580,27 @@ func (f *fleetSweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweep
 		if err != nil {
 			return err
 		}
-		return h.Done(st.Index, &sweeprun.Measurement{
+		if err := h.Done(st.Index, &sweeprun.Measurement{
 			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
 			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
-		})
+		}); err != nil {
+			return err
+		}
+		f.metrics.PointDone()
+		return nil
 	}
 	fc.BeforeStage = func(ctx context.Context, i int, _ coordinator.Stage) error {
 		if err := deliver(); err != nil {
 			return err
 		}
-		return h.Before(ctx, i)
+		f.metrics.SetLevel(0)
+		if err := h.Before(ctx, i); err != nil {
+			return err
+		}
+		f.metrics.SetLevel(levels[i].Key.Level)
+		return nil
 	}
+	defer f.metrics.SetLevel(0)
 	if _, err := runFleet(ctx, f.logger, fc); err != nil {
 		return err
 	}

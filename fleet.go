@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
@@ -64,6 +65,8 @@ type fleetConfig struct {
 	OnWindowClosed func(*coordinator.WindowResult)
 	OnStageDone    func(*coordinator.StageResult)
 	OnReport       func(agentID string, window uint32, w *record.Window)
+	// Registerer, when set, takes the coordinator's metrics.
+	Registerer prometheus.Registerer
 }
 
 // remoteFleet is a fleet of external agents.
@@ -77,6 +80,9 @@ type remoteFleet struct {
 	// JoinTimeout bounds the wait for them (default
 	// coordinator.DefaultJoinTimeout).
 	JoinTimeout time.Duration
+	// Losses, when set, reports agents gone for good (their pods failed)
+	// so the coordinator moves their sessions at once.
+	Losses <-chan agentLoss
 }
 
 // fleetAgentReport is how often local agents report: faster than a remote
@@ -121,7 +127,7 @@ func runFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordi
 	// Local agents report every fleetAgentReport; a window whose
 	// watermarks are missing after a few seconds has lost its agent.
 	cfg.Grace = 5 * time.Second
-	co, err := coordinator.New(cfg, logger)
+	co, err := coordinator.New(cfg, logger, fc.coordinatorOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +171,14 @@ func (fc fleetConfig) coordinatorConfig() coordinator.Config {
 	}
 }
 
+// coordinatorOptions are the coordinator's options for fc.
+func (fc fleetConfig) coordinatorOptions() []coordinator.Option {
+	if fc.Registerer == nil {
+		return nil
+	}
+	return []coordinator.Option{coordinator.WithRegisterer(fc.Registerer)}
+}
+
 // runRemoteFleet serves a coordinator on fc.Remote.Listen and runs fc's
 // stages with the external agents that join.
 func runRemoteFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordinator.Result, error) {
@@ -174,7 +188,7 @@ func runRemoteFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*
 	}
 	cfg := fc.coordinatorConfig()
 	cfg.Agents, cfg.JoinTimeout = rf.Agents, rf.JoinTimeout
-	co, err := coordinator.New(cfg, logger)
+	co, err := coordinator.New(cfg, logger, fc.coordinatorOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +202,11 @@ func runRemoteFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*
 	defer stopServe()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: rf.Token}) }()
+	lossCtx, stopLosses := context.WithCancel(ctx)
+	waitLosses := forwardLosses(lossCtx, co, rf.Losses)
 	res, runErr := co.Run(ctx)
+	stopLosses()
+	waitLosses()
 	// Run told the agents to stop; Serve's graceful stop lets the stop
 	// reach them before the streams close.
 	stopServe()

@@ -288,7 +288,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 				l.eng.cancel = nil
 			}
 		}
-		if d := l.applyPhases(time.Now()); d > 0 {
+		if d := l.applyPhases(ctx, time.Now()); d > 0 {
 			phaseTimer.Reset(d)
 		}
 	}
@@ -455,8 +455,8 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 }
 
 // applyPhases applies every phase whose start has come and returns how
-// long until the next one (0 for none).
-func (l *loop) applyPhases(now time.Time) time.Duration {
+// long until the next one (0 for none). ctx is the loop's.
+func (l *loop) applyPhases(ctx context.Context, now time.Time) time.Duration {
 	var next time.Duration
 	rest := l.phases[:0]
 	for _, p := range l.phases {
@@ -470,13 +470,13 @@ func (l *loop) applyPhases(now time.Time) time.Duration {
 			rest = append(rest, p)
 			continue
 		}
-		l.applyPhase(p, now)
+		l.applyPhase(ctx, p, now)
 	}
 	l.phases = rest
 	return next
 }
 
-func (l *loop) applyPhase(p phase, now time.Time) {
+func (l *loop) applyPhase(ctx context.Context, p phase, now time.Time) {
 	eng := l.eng
 	switch p.Kind {
 	case KindDrain:
@@ -493,11 +493,14 @@ func (l *loop) applyPhase(p phase, now time.Time) {
 		if eng.started {
 			return
 		}
-		ctx, cancel := context.WithCancel(context.Background()) //nolint:contextcheck // the engine's lifetime is the loop's, ended by cancel in shutdown
+		// The engine keeps the loop's values but not its cancellation:
+		// the loop ends it with eng.cancel (a drain, a stop or shutdown)
+		// so its turns finish and are reported.
+		ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		eng.cancel, eng.started = cancel, true
 		go func() {
 			defer close(eng.done)
-			if err := eng.e.Run(ctx); err != nil {
+			if err := eng.e.Run(ectx); err != nil {
 				l.logger.Error("load engine", "error", err)
 			}
 			if eng.close != nil {

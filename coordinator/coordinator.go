@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/shard"
@@ -51,10 +52,12 @@ type Coordinator struct {
 	logger hclog.Logger
 	now    func() time.Time
 
-	events chan event
-	done   chan struct{} // closed when Run's loop has ended
-	ran    sync.Once
-	conns  sync.WaitGroup // stream goroutines of the edge
+	events  chan event
+	done    chan struct{} // closed when Run's loop has ended
+	reg     prometheus.Registerer
+	metrics *metrics
+	ran     sync.Once
+	conns   sync.WaitGroup // stream goroutines of the edge
 }
 
 // Option changes a Coordinator's defaults.
@@ -62,6 +65,12 @@ type Option func(*Coordinator)
 
 // WithClock makes the coordinator read time from now (tests).
 func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
+
+// WithRegisterer registers the coordinator's metrics (agents connected,
+// reports applied and duplicate, windows closed, late requests, agents
+// lost, the last measured window's TTFT) with reg. Without it they are
+// kept but not exported. A registry takes one coordinator's metrics.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *Coordinator) { c.reg = reg } }
 
 // New validates cfg and returns a coordinator. logger may be nil.
 func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) {
@@ -80,6 +89,10 @@ func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) 
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	var err error
+	if c.metrics, err = newMetrics(c.reg); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -108,10 +121,15 @@ type leaveEvent struct {
 
 type concurrencyEvent struct{ level int }
 
+// lostEvent says an agent is gone for good (its pod failed), so the loop
+// need not wait for its heartbeats to stop.
+type lostEvent struct{ id, reason string }
+
 func (joinEvent) isEvent()        {}
 func (msgEvent) isEvent()         {}
 func (leaveEvent) isEvent()       {}
 func (concurrencyEvent) isEvent() {}
+func (lostEvent) isEvent()        {}
 
 // conn is one agent stream as the loop sees it. out is written only by the
 // loop; closed (kick) is closed once by the loop to end the stream.
@@ -192,6 +210,23 @@ func (c *Coordinator) SetConcurrency(ctx context.Context, level int) error {
 	return c.submit(ctx, concurrencyEvent{level: level})
 }
 
+// AgentLost tells the run that agent id is gone for good (its process
+// died: a pod OOM-killed, failed or deleted), so its sessions move to the
+// others at once instead of after Config.HeartbeatTimeout. An unknown or
+// already lost agent is ignored; an agent that joins later under the same
+// id is admitted as new. It returns ErrRunOver once the run is over (a
+// loss reported as it ends is ignored), or ctx's error. It is safe to
+// call from any goroutine.
+func (c *Coordinator) AgentLost(ctx context.Context, id, reason string) error {
+	select {
+	case <-c.done:
+		// The events channel has room after the run too: say it is over.
+		return ErrRunOver
+	default:
+	}
+	return c.submit(ctx, lostEvent{id: id, reason: reason})
+}
+
 // Run waits for the agents, runs every stage with the same agents (each
 // preceded by Config.BeforeStage and separated by the stages' cooldowns)
 // and returns the merged result. It returns early with what was measured
@@ -206,6 +241,7 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 		return nil, ErrAlreadyRun
 	}
 	r := newRun(c.cfg, c.logger, c.now())
+	r.metrics = c.metrics
 	defer close(c.done)
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -232,7 +268,9 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 			}
 		case <-t.C:
 		}
-		if r.step(c.now()) {
+		done := r.step(c.now())
+		c.metrics.agents.Set(float64(len(r.byIndex)))
+		if done {
 			return r.result(), r.err
 		}
 		if r.hookDue {
@@ -245,8 +283,9 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 
 // run is the state of one run, owned by Run's goroutine.
 type run struct {
-	cfg    Config
-	logger hclog.Logger
+	cfg     Config
+	logger  hclog.Logger
+	metrics *metrics
 
 	agents  map[string]*member // by agent id, lost ones included
 	byIndex map[int]*member    // live members by index
@@ -366,6 +405,10 @@ func (r *run) handle(e event, now time.Time) {
 			}
 		}
 		e.conn.close()
+	case lostEvent:
+		if m := r.agents[e.id]; m != nil && !m.lost {
+			r.lose(m, now, e.reason)
+		}
 	case concurrencyEvent:
 		if r.st == nil || r.state != stRunning {
 			r.logger.Warn("concurrency change ignored: no stage is running", "level", e.level)
@@ -500,6 +543,7 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 // apply merges a report once per (agent, seq) and acks it.
 func (r *run) apply(m *member, rep report, now time.Time) {
 	if rep.Seq <= m.applied {
+		r.metrics.reportsDuplicate.Inc()
 		m.conn.send(ack{Seq: m.applied}) // a resend of something applied
 		return
 	}
@@ -514,8 +558,14 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 		m.logger.Error("report for an unknown window", "window", rep.Window.ID, "requests", rep.Window.Counters.Requests)
 		return
 	}
+	r.metrics.reportsApplied.Inc()
+	closed := w.closed
 	if err := w.apply(m, rep.Window, r.out); err != nil {
+		r.metrics.mergeErrors.Inc()
 		m.logger.Error("merge report", "window", w.id, "error", err)
+	}
+	if closed {
+		r.metrics.lateRequests.Add(float64(rep.Window.Counters.Requests + rep.Window.Counters.Failed))
 	}
 	if r.cfg.OnReport != nil {
 		r.cfg.OnReport(m.id, w.id, rep.Window)
@@ -597,6 +647,7 @@ func (r *run) lose(m *member, now time.Time, why string) {
 		m.conn.close()
 		m.conn = nil
 	}
+	r.metrics.agentsLost.Inc()
 	m.logger.Warn("agent lost", "reason", why, "last_seen", m.heard, "acked_seq", m.applied, "members", len(r.byIndex))
 	if r.st == nil || r.state == stWaiting || r.state == stDone {
 		return
@@ -926,6 +977,7 @@ func (r *run) closeWindows(now time.Time) bool {
 			continue
 		}
 		w.close(by, now)
+		r.metrics.windowClosed(w)
 		r.logger.Info("window closed", "window", w.id, "kind", w.kind, "closed_by", by,
 			"requests", w.data.Counters.Requests, "degraded", w.degraded)
 		if r.cfg.OnWindowClosed != nil {
@@ -1007,6 +1059,7 @@ func (r *run) abort(reason string, now time.Time) {
 		for _, w := range r.windows {
 			if !w.closed && w.stage == r.st.idx {
 				w.close("cancelled", now)
+				r.metrics.windowClosed(w)
 				if r.cfg.OnWindowClosed != nil {
 					r.cfg.OnWindowClosed(w.result())
 				}

@@ -129,6 +129,8 @@ type fleet struct {
 	// after, when set, runs agent i again once its first Run returned
 	// (a restarted process under the same id).
 	after func(ctx context.Context, i int, cfg agent.Config) error
+	// opts are the coordinator's options (a metrics registry).
+	opts []coordinator.Option
 }
 
 func (f fleet) run(t *testing.T, ctx context.Context) (*coordinator.Result, error) {
@@ -142,7 +144,7 @@ func (f fleet) run(t *testing.T, ctx context.Context) (*coordinator.Result, erro
 		f.cfg.Grace = 30 * time.Second
 	}
 	f.cfg.StartDelay = 200 * time.Millisecond
-	c, err := coordinator.New(f.cfg, testLogger(t))
+	c, err := coordinator.New(f.cfg, testLogger(t), f.opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func (c *Coordinator) NewServer(sc ServerConfig) (*grpc.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainStreamInterceptor(tokenStreamInterceptor(sc.Token)),
+		grpc.ChainStreamInterceptor(tokenGuard{token: sc.Token}.stream),
 		grpc.ChainUnaryInterceptor(tokenUnaryInterceptor(sc.Token)),
 	}
 	if sc.CertFile != "" || sc.KeyFile != "" {
@@ -96,8 +96,13 @@ func (c *Coordinator) Serve(ctx context.Context, lis net.Listener, sc ServerConf
 		s.Stop()
 		<-stopped
 	}
-	<-errc
+	// After a stop Serve returns nil (or ErrServerStopped when the stop
+	// came first); anything else is a failure of the listener.
+	err = <-errc
 	c.conns.Wait()
+	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("serve coordinator: %w", err)
+	}
 	return nil
 }
 
@@ -108,13 +113,12 @@ func isLoopback(addr net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// checkToken compares the bearer token in ctx's metadata with want in
-// constant time.
-func checkToken(ctx context.Context, want string) error {
+// checkToken compares the bearer token in a request's metadata md with
+// want in constant time.
+func checkToken(md metadata.MD, want string) error {
 	if want == "" {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	got := ""
 	if v := md.Get("authorization"); len(v) == 1 {
 		got, _ = strings.CutPrefix(v[0], "Bearer ")
@@ -125,18 +129,23 @@ func checkToken(ctx context.Context, want string) error {
 	return nil
 }
 
-func tokenStreamInterceptor(token string) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := checkToken(ss.Context(), token); err != nil {
-			return err
-		}
-		return handler(srv, ss)
+// tokenGuard checks the token of every stream and call. Its methods are
+// gRPC interceptors; the stream's context is the only one a stream
+// interceptor gets.
+type tokenGuard struct{ token string }
+
+func (g tokenGuard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	if err := checkToken(md, g.token); err != nil {
+		return err
 	}
+	return handler(srv, ss)
 }
 
 func tokenUnaryInterceptor(token string) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := checkToken(ctx, token); err != nil {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if err := checkToken(md, token); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)

@@ -4,6 +4,7 @@
 package deploy_test
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -160,15 +161,60 @@ func TestKustomizeRender(t *testing.T) {
 			if got := get(pod, "securityContext", "runAsNonRoot"); got != true {
 				t.Errorf("Job runAsNonRoot = %v", got)
 			}
-			refs := map[string]any{}
+			refs, fields := map[string]any{}, map[string]any{}
 			for _, e := range get(c, "env").([]any) {
-				refs[get(e, "name").(string)] = get(e, "valueFrom", "secretKeyRef", "name")
+				name := get(e, "name").(string)
+				refs[name] = get(e, "valueFrom", "secretKeyRef", "name")
+				fields[name] = get(e, "valueFrom", "fieldRef", "fieldPath")
 				if get(e, "value") != nil {
-					t.Errorf("env %v has a literal value; secrets come from secretKeyRef", get(e, "name"))
+					t.Errorf("env %v has a literal value; secrets come from secretKeyRef", name)
 				}
 			}
-			if refs["FLEETBENCH_TOKEN"] != "fleetbench-agent-token" || refs["OPENAI_API_KEY"] != "fleetbench-model-api-key" {
+			if refs["OPENAI_API_KEY"] != "fleetbench-model-api-key" {
 				t.Errorf("Job secret refs = %v", refs)
+			}
+			// The downward API gives the agents' Job its owner (this pod),
+			// its image and namespace.
+			for name, path := range map[string]string{"POD_NAME": "metadata.name", "POD_UID": "metadata.uid", "POD_NAMESPACE": "metadata.namespace"} {
+				if fields[name] != path {
+					t.Errorf("env %s from %v, want the downward API's %s", name, fields[name], path)
+				}
+			}
+			args := toStrings(get(c, "args"))
+			flag := func(name string) string {
+				if i := slices.Index(args, name); i >= 0 && i+1 < len(args) {
+					return args[i+1]
+				}
+				return ""
+			}
+			if len(args) < 3 || args[0] != "sweep" || flag("-f") != "/etc/fleetbench/sweep.yaml" || !slices.Contains(args, "--kube-agents") {
+				t.Errorf("Job args %q, want sweep -f /etc/fleetbench/sweep.yaml --kube-agents", args)
+			}
+			// The token file is the Secret's key, mounted read-only; the
+			// agents read the same Secret.
+			mounts := map[any]any{}
+			for _, vm := range get(c, "volumeMounts").([]any) {
+				mounts[get(vm, "name")] = get(vm, "mountPath")
+			}
+			var tokenVol any
+			for _, v := range get(pod, "volumes").([]any) {
+				if get(v, "secret", "secretName") == "fleetbench-agent-token" {
+					tokenVol = v
+				}
+			}
+			if tokenVol == nil || get(tokenVol, "secret", "items", 0, "key") != "token" ||
+				fmt.Sprint(mounts[get(tokenVol, "name")], "/", get(tokenVol, "secret", "items", 0, "path")) != flag("--token-file") {
+				t.Errorf("token volume %v mounted at %v; want the Secret's token at --token-file %s", tokenVol, mounts, flag("--token-file"))
+			}
+			if got := flag("--token-secret"); got != "fleetbench-agent-token/token" {
+				t.Errorf("--token-secret %q, want fleetbench-agent-token/token", got)
+			}
+			if refs["FLEETBENCH_TOKEN"] != nil {
+				t.Error("the token is both a file and $FLEETBENCH_TOKEN; the file wins, drop the env")
+			}
+			containerPorts := map[any]any{}
+			for _, p := range get(c, "ports").([]any) {
+				containerPorts[get(p, "name")] = get(p, "containerPort")
 			}
 
 			// The ConfigMap holds this directory's sweep file, and the Job
@@ -201,12 +247,25 @@ func TestKustomizeRender(t *testing.T) {
 			if ports["grpc"] == nil || ports["metrics"] == nil {
 				t.Errorf("Service ports = %v, want grpc and metrics", ports)
 			}
+			// What the coordinator listens on is what the Service targets,
+			// the agents dial and Prometheus scrapes.
+			for name, fl := range map[string]string{"grpc": "--listen", "metrics": "--metrics-listen"} {
+				if want := fmt.Sprint(":", containerPorts[name]); flag(fl) != want {
+					t.Errorf("%s %q, want %s (the %s container port)", fl, flag(fl), want, name)
+				}
+			}
+			if want := fmt.Sprint("fleetbench-coordinator:", ports["grpc"]); flag("--coordinator-service") != want {
+				t.Errorf("--coordinator-service %q, want %s", flag("--coordinator-service"), want)
+			}
 			sm := one(t, m, "ServiceMonitor", "fleetbench-coordinator")
 			if got := get(sm, "apiVersion"); got != "monitoring.coreos.com/v1" {
 				t.Errorf("ServiceMonitor apiVersion = %v", got)
 			}
 			if got := get(sm, "spec", "endpoints", 0, "port"); got != "metrics" {
 				t.Errorf("ServiceMonitor port = %v", got)
+			}
+			if got := get(sm, "spec", "endpoints", 0, "path"); got != "/metrics" {
+				t.Errorf("ServiceMonitor path = %v, want /metrics (what --metrics-listen serves)", got)
 			}
 		})
 	}

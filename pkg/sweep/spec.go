@@ -319,6 +319,10 @@ func (s *Spec) Validate() error {
 	} else if u, err := url.Parse(s.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// The URL may carry a password or a key in its query: show it redacted.
 		add("target %q must be an http:// or https:// URL with a host", client.RedactURL(s.Target))
+	} else if u.User != nil {
+		// The spec is written to the output directory and the reports:
+		// a password in the URL would end up there.
+		add("target %q must not carry user info: give the credential through api_key_env", client.RedactURL(s.Target))
 	}
 	if s.Model == "" {
 		add("model is required")

@@ -136,6 +136,7 @@ func TestValidate(t *testing.T) {
 		{"sla", func(s *Spec) { s.FallbackSLA = Duration(300 * time.Millisecond) }, []string{"fallback_sla 300ms must not be below sla 400ms"}},
 		{"snapshots", func(s *Spec) { s.Measure = Duration(2 * time.Second) }, []string{"gives less than 1s each"}},
 		{"target", func(s *Spec) { s.Target = "localhost:8000" }, []string{`target "localhost:8000" must be an http://`}},
+		{"target user info", func(s *Spec) { s.Target = "http://u:hunter2@vllm:8000" }, []string{`target "http://vllm:8000" must not carry user info`}},
 		{"turns", func(s *Spec) { s.Workload.Turns = "5-3" }, []string{`workload: turns "5-3"`}},
 		{"readiness", func(s *Spec) { s.Readiness.MaxTokens = 20 }, []string{"readiness: max tokens 20 must be 1..8"}},
 	}

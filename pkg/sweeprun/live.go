@@ -20,6 +20,10 @@ type Live struct {
 	mu      sync.Mutex
 	cfg     hdr.Config
 	buckets []liveBucket // ring of one-second buckets
+	// mergeErrors counts TTFT histograms that could not be merged in
+	// whole (another geometry, or values dropped): those TTFTs are
+	// missing from the live p95, never from the results.
+	mergeErrors int64
 }
 
 type liveBucket struct {
@@ -76,7 +80,9 @@ func (l *Live) ObserveWindow(w *record.Window, now time.Time) {
 	if h := w.Hist[record.TTFT]; h != nil {
 		// A report of another geometry cannot be merged: it counts, but
 		// its TTFTs are left out of the live p95 (results are unaffected).
-		_ = b.ttft.Merge(h)
+		if err := b.ttft.Merge(h); err != nil {
+			l.mergeErrors++
+		}
 	}
 }
 
@@ -101,6 +107,9 @@ type LiveStats struct {
 	Requests, Errors int64
 	// TTFTP95 is over the successful ones; 0 when there were none.
 	TTFTP95 time.Duration
+	// MergeErrors counts the histograms left out of TTFTP95 (in whole or
+	// in part) since the Live was created.
+	MergeErrors int64
 }
 
 // ErrorRate is Errors over all turns, 0..1.
@@ -127,8 +136,12 @@ func (l *Live) Stats(since, now time.Time) LiveStats {
 		}
 		st.Requests += b.ok
 		st.Errors += b.fail
-		_ = h.Merge(b.ttft) // one geometry: nothing is dropped
+		// One geometry, so only a count overflow can fail here.
+		if err := h.Merge(b.ttft); err != nil {
+			l.mergeErrors++
+		}
 	}
+	st.MergeErrors = l.mergeErrors
 	if h.Count() > 0 {
 		st.TTFTP95 = h.Percentile(95)
 	}

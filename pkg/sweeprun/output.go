@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -80,6 +81,14 @@ func Done(dir, id string) (map[sweep.Key]bool, error) {
 
 // WriteSpec keeps spec in dir as SpecFile.
 func WriteSpec(dir string, spec *sweep.Spec) error {
+	// A valid spec has no user info in its target (Validate rejects it);
+	// one that was not validated must not leave a password on disk either.
+	if u, err := url.Parse(spec.Target); err == nil && u.User != nil {
+		s := *spec
+		u.User = nil
+		s.Target = u.String()
+		spec = &s
+	}
 	b, err := spec.Marshal()
 	if err != nil {
 		return fmt.Errorf("encode sweep spec: %w", err)

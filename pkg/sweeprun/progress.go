@@ -129,7 +129,7 @@ func (d *Display) Run(ctx context.Context) {
 			if d.status != nil {
 				d.status.set(line)
 			} else {
-				d.log.Info(line)
+				d.log.Info("sweep progress", "status", line)
 			}
 		}
 	}

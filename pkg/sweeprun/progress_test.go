@@ -163,3 +163,19 @@ func TestDisplayRedrawsOnTerminal(t *testing.T) {
 		t.Errorf("terminal output\n %q\nwant\n %q", s, want)
 	}
 }
+
+// TestLiveCountsMergeErrors: a report of another histogram geometry
+// counts its turns but not its TTFTs, and the failed merge is counted.
+func TestLiveCountsMergeErrors(t *testing.T) {
+	l := NewLive(10 * time.Second)
+	now := time.Unix(1_000_000, 0)
+	other := hdr.Config{LowestMicros: 1, HighestMicros: 1_000_000, SigFigs: 2}
+	w := record.NewWindow(1, other)
+	w.Counters.Requests = 3
+	w.Hist[record.TTFT].Record(50 * time.Millisecond)
+	l.ObserveWindow(w, now)
+	st := l.Stats(now.Add(-time.Second), now)
+	if st.Requests != 3 || st.MergeErrors != 1 || st.TTFTP95 != 0 {
+		t.Errorf("stats %+v, want 3 requests, 1 merge error and no TTFT", st)
+	}
+}

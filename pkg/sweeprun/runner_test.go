@@ -1,9 +1,11 @@
 package sweeprun
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -398,6 +400,16 @@ func TestOutputDirectory(t *testing.T) {
 	back, err := sweep.Load(filepath.Join(dir, SpecFile))
 	if err != nil || !slices.Equal(back.Levels, spec.Levels) || back.Runs != 2 {
 		t.Errorf("spec read back %+v %v", back, err)
+	}
+	// A password in an (unvalidated) target never reaches the disk.
+	withUser := *spec
+	withUser.Target = "http://u:hunter2@vllm:8000/v1"
+	userDir := t.TempDir()
+	if err := WriteSpec(userDir, &withUser); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(userDir, SpecFile)); err != nil || bytes.Contains(b, []byte("hunter2")) {
+		t.Errorf("written spec keeps the password (%v):\n%s", err, b)
 	}
 	r, err := Render(dir, Facts(spec, id, "docchat", "test"))
 	if err != nil {

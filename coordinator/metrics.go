@@ -1,0 +1,96 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// metrics are the coordinator's Prometheus collectors. They are updated
+// only from Run's loop; the collectors themselves are safe for concurrent
+// scrapes.
+type metrics struct {
+	agents           prometheus.Gauge
+	reportsApplied   prometheus.Counter
+	reportsDuplicate prometheus.Counter
+	windowsClosed    *prometheus.CounterVec
+	lateRequests     prometheus.Counter
+	agentsLost       prometheus.Counter
+	mergeErrors      prometheus.Counter
+	ttftP50          *prometheus.GaugeVec
+	ttftP95          *prometheus.GaugeVec
+}
+
+// newMetrics creates the collectors and registers them with reg (nil:
+// they are created but not exported).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		agents: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetbench_coordinator_agents_connected",
+			Help: "Agents connected and taking part in the run (lost agents excluded).",
+		}),
+		reportsApplied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetbench_coordinator_reports_applied_total",
+			Help: "Interval reports of agents merged into the run's windows.",
+		}),
+		reportsDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetbench_coordinator_reports_duplicate_total",
+			Help: "Interval reports received again after they were applied (resends after a reconnect), acked and ignored.",
+		}),
+		windowsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetbench_coordinator_windows_closed_total",
+			Help: "Windows closed, by what closed them: watermarks, grace or cancelled.",
+		}, []string{"closed_by"}),
+		lateRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetbench_coordinator_late_requests_total",
+			Help: "Requests reported for a window after it closed (kept apart as late samples).",
+		}),
+		agentsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetbench_coordinator_agents_lost_total",
+			Help: "Agents declared lost (heartbeat timeout, restart, or a lost pod reported by the caller).",
+		}),
+		mergeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetbench_coordinator_report_merge_errors_total",
+			Help: "Interval reports that could not be merged into their window.",
+		}),
+		// Modes are the few a sweep compares: a bounded label.
+		ttftP50: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetbench_coordinator_window_ttft_p50_seconds",
+			Help: "Fleet-wide TTFT median of the last closed measured window, by routing mode.",
+		}, []string{"mode"}),
+		ttftP95: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetbench_coordinator_window_ttft_p95_seconds",
+			Help: "Fleet-wide TTFT 95th percentile of the last closed measured window, by routing mode.",
+		}, []string{"mode"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.agents, m.reportsApplied, m.reportsDuplicate, m.windowsClosed,
+		m.lateRequests, m.agentsLost, m.mergeErrors, m.ttftP50, m.ttftP95} {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register coordinator metrics: %w", err)
+	}
+	return m, nil
+}
+
+// windowClosed counts a closed window and, for a measured one, exports
+// its TTFT quantiles under its mode.
+func (m *metrics) windowClosed(w *window) {
+	m.windowsClosed.WithLabelValues(w.closedBy).Inc()
+	if w.kind != KindMeasure || w.data == nil {
+		return
+	}
+	h := w.data.Hist[record.TTFT]
+	if h == nil || h.Count() == 0 {
+		return
+	}
+	m.ttftP50.WithLabelValues(w.mode).Set(h.Percentile(50).Seconds())
+	m.ttftP95.WithLabelValues(w.mode).Set(h.Percentile(95).Seconds())
+}
