@@ -321,7 +321,7 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	// session, so a turn that finds its connection not yet back in the
 	// pool waits for it instead of dialing another.
 	cl, err := client.New(client.Config{BaseURL: target, Model: "bench", MaxTokens: 32, HTTP2: h2c,
-		MaxConnsPerHost: sessions}, nil)
+		MaxConnsPerHost: benchConnCap(sessions)}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -434,4 +434,13 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	b.ReportMetric(float64(inflight), "in-flight")
 	b.ReportMetric(ms(w.Hist[record.Lag].Percentile(50)), "lag-p50-ms")
 	b.ReportMetric(ms(w.Hist[record.Lag].Percentile(99)), "lag-p99-ms")
+}
+
+// benchConnCap is the connection cap for n sessions; FLEETBENCH_BENCH_CONNCAP
+// overrides it (0: uncapped) so caps can be compared.
+func benchConnCap(n int) int {
+	if v, err := strconv.Atoi(os.Getenv("FLEETBENCH_BENCH_CONNCAP")); err == nil && v >= 0 {
+		return v
+	}
+	return n
 }
