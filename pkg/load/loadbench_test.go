@@ -120,7 +120,14 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // h2c), and its process id; the child ends with the benchmark.
 func startServer(tb testing.TB) (raw, std string, pid int) {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	args := []string{os.Args[0], "-test.run=^$"}
+	// FLEETBENCH_BENCH_SERVER_CPUS pins the scripted server to those CPUs
+	// (taskset list syntax), so that with the benchmark itself pinned to the
+	// others the client's figures are not the server's CPU contention.
+	if cpus := os.Getenv("FLEETBENCH_BENCH_SERVER_CPUS"); cpus != "" {
+		args = append([]string{"taskset", "-c", cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
