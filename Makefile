@@ -51,8 +51,13 @@ test-short: ## run the unit tests without lint or the race detector
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: ## run the benchmarks and print their figures
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./...
+bench: ## run the benchmarks and print their figures (about 2 minutes)
+	@# Hot-path micro benchmarks at the default bench time.
+	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim)
+	@# The coordinator merging 100 agents' reports, twenty rounds.
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=20x ./coordinator/
+	@# One pass each of the 1,000- and 8,000-session load runs and the simulator at 8,000 streams.
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
 
 .PHONY: demo
 demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2.5 min)
