@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -74,6 +75,7 @@ func main() {
 // code. After the first signal cancels ctx, stop restores default signal
 // handling so a second signal ends the process at once.
 func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.Writer) int {
+	load.TuneGC()
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	level := fs.String("log-level", envOr("FLEETBENCH_LOG_LEVEL", "info"), "log level: trace, debug, info, warn, error")
