@@ -4,8 +4,10 @@
 // token usage and, on failure, one error Class.
 //
 // Every duration is measured with Go's monotonic clock from Result.Start, the
-// instant just before the request is handed to the HTTP transport. The HTTP
-// transport is tuned for thousands of concurrent streams to one host.
+// instant just before the request is handed to the HTTP transport. HTTP/1.1,
+// the default, has a transport of its own (h1.go) built for thousands of
+// concurrent streams to one host: a connection pool without per-connection
+// goroutines and one read system call per token; HTTP/2 uses net/http's.
 package client
 
 import (
@@ -99,7 +101,8 @@ type Client struct {
 	// than its contents.
 	creds     *credentials
 	http      *http.Client
-	transport *http.Transport
+	transport *http.Transport // HTTP/2, and GET requests
+	h1        *h1Transport    // streams over HTTP/1.1; nil under HTTP/2
 	logger    hclog.Logger
 	states    sync.Pool // *streamState
 }
@@ -189,6 +192,9 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		},
 		logger: logger.Named("client"),
 	}
+	if !cfg.HTTP2 {
+		c.h1 = newH1Transport(cfg, u, creds.header, cfg.MaxConnsPerHost)
+	}
 	c.states.New = func() any { return &streamState{rd: sse.NewReader(nil, c.maxLine)} }
 	c.logger.Debug("client ready", "url", c.shownURL, "model", c.model, "http2", c.http2,
 		"api_key_set", creds.key != "", "headers", len(cfg.Headers))
@@ -249,17 +255,28 @@ func (c *Client) GoString() string { return c.String() }
 
 // Close closes idle connections. In-flight streams are not affected; the
 // Client stays usable. It is safe to call concurrently.
-func (c *Client) Close() { c.transport.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.transport.CloseIdleConnections()
+	if c.h1 != nil {
+		c.h1.pool.closeIdle()
+	}
+}
 
-// Warm opens up to n connections ahead of a run by sending n concurrent
-// GET /v1/models requests and holding every response until all have arrived,
-// so that each needs its own connection; the connections then go back to the
-// idle pool. Any HTTP response counts as warmed; an error means some
-// connections could not be opened. n is capped at Config.MaxConnsPerHost
-// when that is set (more requests than connections would wait forever for
-// each other). Under HTTP/2 the requests share connections, so fewer are
-// opened. It is safe to call concurrently with Stream.
+// Warm opens up to n connections ahead of a run and leaves them idle for
+// streams to use; an error means some could not be opened. n is capped at
+// Config.MaxConnsPerHost when that is set. Over HTTP/1.1 it dials (and
+// handshakes TLS); under HTTP/2, where streams share connections, it sends
+// n concurrent GET /v1/models requests and holds every response until all
+// have arrived, and any HTTP response counts as warmed. It is safe to call
+// concurrently with Stream.
 func (c *Client) Warm(ctx context.Context, n int) error {
+	if c.h1 != nil {
+		if err := c.h1.warm(ctx, n); err != nil {
+			return err
+		}
+		c.logger.Debug("connections warmed", "count", n)
+		return nil
+	}
 	if c.maxConns > 0 {
 		n = min(n, c.maxConns)
 	}

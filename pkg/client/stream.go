@@ -55,16 +55,21 @@ func (d *chunkDecoder) decode(data []byte, v any) error {
 	return err
 }
 
-// timedBody records when the first body byte was read.
+// timedBody records when the first body byte was read and whether the body
+// was read to its end.
 type timedBody struct {
 	r     io.Reader
 	first time.Time
+	eof   bool
 }
 
 func (t *timedBody) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if n > 0 && t.first.IsZero() {
 		t.first = time.Now()
+	}
+	if err == io.EOF {
+		t.eof = true
 	}
 	return n, err
 }
@@ -174,39 +179,62 @@ func (r *run) do(ctx context.Context, req *Request) {
 	}
 	r.rctx = rctx
 
-	var reused atomic.Bool
-	traced := httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
-	})
-	hreq, err := c.newRequest(traced, req)
-	if err != nil {
-		r.res.Class, r.res.Err = ClassStreamError, fmt.Errorf("stream request: %w", err)
-		return
-	}
-
 	// Start is taken just before the request is handed to the transport, as
 	// vLLM's benchmark does. It therefore includes getting a connection: a
 	// pool hit costs microseconds, while a new dial (or a server slow to
-	// accept) is part of what a user would wait for. The alternative, the
-	// httptrace WroteHeaders hook, runs on the transport's writer goroutine
-	// and would exclude time the server causes. Warm pre-opens connections
-	// so runs do not measure dials.
+	// accept) is part of what a user would wait for. Warm pre-opens
+	// connections so runs do not measure dials.
+	// The request is built before the clock starts.
+	var (
+		body   *requestBody       // HTTP/1.1
+		hreq   *http.Request      // HTTP/2
+		reused = new(atomic.Bool) // HTTP/2
+	)
+	if c.h1 != nil {
+		body = c.bodies.newBody(c.body, req)
+	} else {
+		traced := httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+		})
+		var err error
+		if hreq, err = c.newRequest(traced, req); err != nil {
+			r.res.Class, r.res.Err = ClassStreamError, fmt.Errorf("stream request: %w", err)
+			return
+		}
+	}
 	r.start = time.Now()
 	r.res.Start = r.start
 	if c.firstToken > 0 {
 		r.ftTimer = time.AfterFunc(c.firstToken, func() { cancel(ErrFirstTokenTimeout) })
 		defer r.ftTimer.Stop()
 	}
-	// Call the transport directly: http.Client.Do would, on every request,
-	// clone the headers and build closures for following redirects, which
-	// the client never does (a 3xx is reported as it is).
-	resp, err := c.transport.RoundTrip(hreq)
+	var (
+		resp     *http.Response
+		respBody io.Reader
+		x        *exchange
+		err      error
+	)
+	if c.h1 != nil {
+		x, err = c.h1.roundTrip(rctx, c, req, body)
+		if err == nil {
+			resp, respBody = x.resp, x.body
+			reused.Store(x.c.reused)
+		}
+	} else {
+		// Call the transport directly: http.Client.Do would, on every
+		// request, clone the headers and build closures for following
+		// redirects, which the client never does (a 3xx is reported as it
+		// is).
+		resp, err = c.transport.RoundTrip(hreq)
+		if err == nil {
+			respBody = resp.Body
+		}
+	}
 	headersAt := time.Now()
 	if err != nil {
 		r.fail(headersAt, err, ClassConnect, "send request")
 		return
 	}
-	defer resp.Body.Close()
 	r.res.Status = resp.StatusCode
 	r.res.Worker = resp.Header.Get(c.workerHeader)
 	r.res.ConnReused = reused.Load()
@@ -217,7 +245,16 @@ func (r *run) do(ctx context.Context, req *Request) {
 		st.rd.Reset(nil)
 		c.states.Put(st)
 	}()
-	st.body = timedBody{r: resp.Body}
+	st.body = timedBody{r: respBody}
+	// Runs before st is reset: the connection is reusable only if the body
+	// was read to its end.
+	defer func() {
+		if x != nil {
+			x.finish(st.body.eof)
+		} else {
+			_ = resp.Body.Close()
+		}
+	}()
 	defer func() {
 		if !st.body.first.IsZero() {
 			r.res.TTFB = st.body.first.Sub(r.start)
@@ -227,11 +264,11 @@ func (r *run) do(ctx context.Context, req *Request) {
 	}()
 
 	if resp.StatusCode != http.StatusOK {
-		r.httpError(&st.body, resp)
+		r.httpError(&st.body, resp.StatusCode)
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		msg := r.readMessage(&st.body, resp.Body)
+		msg := r.readMessage(&st.body)
 		r.fail(time.Now(), fmt.Errorf("%w: %s", ErrNotStreamed, msg), ClassStreamError, "read stream")
 		return
 	}
@@ -253,14 +290,14 @@ func (r *run) succeed(at time.Time) {
 }
 
 // httpError records a non-200 response with a bounded part of its body.
-func (r *run) httpError(body io.Reader, resp *http.Response) {
-	msg := r.readMessage(body, resp.Body)
+func (r *run) httpError(body io.Reader, status int) {
+	msg := r.readMessage(body)
 	at := time.Now()
 	class := ClassHTTP4xx
-	if resp.StatusCode >= 500 {
+	if status >= 500 {
 		class = ClassHTTP5xx
 	}
-	err := &HTTPError{StatusCode: resp.StatusCode, Message: msg}
+	err := &HTTPError{StatusCode: status, Message: msg}
 	r.res.E2E = at.Sub(r.start)
 	r.res.Class, r.res.Err = class, fmt.Errorf("send request: %w", err)
 	if r.ctx.Err() != nil {
@@ -270,9 +307,9 @@ func (r *run) httpError(body io.Reader, resp *http.Response) {
 
 // readMessage reads a bounded prefix of an error body into a clean message,
 // then discards a bounded remainder so the connection may be reused.
-func (r *run) readMessage(body io.Reader, raw io.Reader) string {
+func (r *run) readMessage(body io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(body, errorBodyLimit))
-	_, _ = io.CopyN(io.Discard, raw, discardLimit)
+	_, _ = io.CopyN(io.Discard, body, discardLimit)
 	return r.c.redact(errorMessage(b))
 }
 
