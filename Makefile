@@ -56,7 +56,7 @@ bench: ## run the benchmarks and print their figures (about 2 minutes)
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim)
 	@# The coordinator merging 100 agents' reports, twenty rounds.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=20x ./coordinator/
-	@# One pass each of the 1,000- and 8,000-session load runs and the simulator at 8,000 streams.
+	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
 
 .PHONY: demo

@@ -2,6 +2,7 @@ package load
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,13 +35,28 @@ import (
 const serveEnv = "FLEETBENCH_LOADBENCH_SERVE"
 
 // The benchmark server's script: the first token 100 ms after the request
-// arrives, then one every 100 ms, 10 to 20 tokens per reply.
+// arrives, then one every 100 ms, 10 to 20 tokens per reply
+// (FLEETBENCH_BENCH_REPLY=MIN-MAX changes the range).
 const (
 	benchFirstToken = 100 * time.Millisecond
 	benchTokenGap   = 100 * time.Millisecond
 )
 
-func benchTokens(n int64) int { return 10 + int(n%11) }
+func benchTokens(n int64) int {
+	lo, hi := benchReply()
+	return lo + int(n%int64(hi-lo+1))
+}
+
+// benchReply is the range of tokens per reply.
+func benchReply() (lo, hi int) {
+	a, b, ok := strings.Cut(os.Getenv("FLEETBENCH_BENCH_REPLY"), "-")
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || x < 1 || y < x {
+		return 10, 20
+	}
+	return x, y
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) != "" {
@@ -84,8 +100,17 @@ func serveScripted() int {
 	// First line: the raw HTTP/1.1 server; second: net/http (stats, h2c).
 	fmt.Println(raw.Addr().String())
 	fmt.Println(ln.Addr().String())
+	// FLEETBENCH_BENCH_SERVER_CPUPROFILE=FILE profiles the server's CPU
+	// for as long as it runs.
+	stopProfile := func() {}
+	if path := os.Getenv("FLEETBENCH_BENCH_SERVER_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() }
+		}
+	}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
+		stopProfile()
 		os.Exit(0)
 	}()
 	go func() {
@@ -250,14 +275,14 @@ func cpuTime() time.Duration {
 }
 
 // gcCPU is the CPU time the garbage collector has used, in seconds, as the
-// runtime estimates it.
-func gcCPU() float64 {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+// runtime estimates it, and the number of collections so far.
+func gcCPU() (float64, uint64) {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64 {
-		return 0
+	if s[0].Value.Kind() != metrics.KindFloat64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0, 0
 	}
-	return s[0].Value.Float64()
+	return s[0].Value.Float64(), s[1].Value.Uint64()
 }
 
 // memInUse returns the heap in use and the goroutine stacks after a
@@ -280,34 +305,61 @@ func memInUse() (heap, stack uint64) {
 //     stacks after a GC with every session in flight, minus the same before
 //     the run, per session;
 //   - cpu-s/1k-req: this process's user+system CPU per 1,000 requests
-//     (server-cpu-s/1k-req is the child's, for comparison), and gc-cpu-%
-//     the share of it the runtime estimates went to garbage collection.
+//     (server-cpu-s/1k-req is the child's, for comparison), gc-cpu-% the
+//     share of it the runtime estimates went to garbage collection and
+//     gc-cycles the collections in the window. The client runs with the
+//     collector target fleetbench's commands set (TuneGC; GOGC overrides).
 //
 // Diagnostics: server-late-* is how late the server itself wrote first
 // tokens (its share of the "client-added" figure, mostly CPU contention on a
 // small machine), dials the measured turns that opened a connection, lag-* the
 // schedule lag between turns, loadavg the machine's load average.
 //
+// The last case, client=epoll, replaces fleetbench's client with benchEpoll,
+// a bare event-loop reader that parses nothing: the floor the machine allows.
+// At 8,000 streams on two cores the kernel's loopback TCP work (a data
+// segment and an ACK per token, 80,000 tokens a second) and the scripted
+// server take most of the CPU before any client code runs.
+//
 // Run: go test -run='^$' -bench=ClosedLoop -benchmem ./pkg/load/
-// FLEETBENCH_BENCH_SESSIONS=N and FLEETBENCH_BENCH_PROTO=http1|h2c run one
-// case; FLEETBENCH_BENCH_HEAPPROFILE=FILE writes a heap profile taken with
-// every stream in flight.
+// FLEETBENCH_BENCH_SESSIONS=N, FLEETBENCH_BENCH_PROTO=http1|h2c and
+// FLEETBENCH_BENCH_CLIENT=fleetbench|floor|epoll run one case (floor is
+// benchFloor, a bare goroutine-per-session reader);
+// FLEETBENCH_BENCH_REPLY=MIN-MAX sets the tokens per reply;
+// FLEETBENCH_BENCH_HEAPPROFILE=FILE writes a heap profile taken with every
+// stream in flight.
 func BenchmarkClosedLoop(b *testing.B) {
 	cases := []struct {
-		proto    string
-		sessions int
-	}{{"http1", 1000}, {"http1", 8000}}
-	if v, err := strconv.Atoi(os.Getenv("FLEETBENCH_BENCH_SESSIONS")); err == nil && v > 0 {
+		client, proto string
+		sessions      int
+	}{{"fleetbench", "http1", 1000}, {"fleetbench", "http1", 8000}, {"epoll", "http1", 8000}}
+	env := func(name string) (string, bool) { v := os.Getenv(name); return v, v != "" }
+	n, errN := strconv.Atoi(os.Getenv("FLEETBENCH_BENCH_SESSIONS"))
+	proto, okP := env("FLEETBENCH_BENCH_PROTO")
+	kind, okC := env("FLEETBENCH_BENCH_CLIENT")
+	if (errN == nil && n > 0) || okP || okC {
 		cases = cases[:1]
-		cases[0].sessions = v
-	}
-	if p := os.Getenv("FLEETBENCH_BENCH_PROTO"); p != "" {
-		cases[0].proto = p
+		if errN == nil && n > 0 {
+			cases[0].sessions = n
+		}
+		if okP {
+			cases[0].proto = proto
+		}
+		if okC {
+			cases[0].client = kind
+		}
 	}
 	for _, c := range cases {
-		b.Run(fmt.Sprintf("%s/sessions=%d", c.proto, c.sessions), func(b *testing.B) {
+		b.Run(fmt.Sprintf("client=%s/%s/sessions=%d", c.client, c.proto, c.sessions), func(b *testing.B) {
 			for range b.N {
-				benchClosedLoop(b, c.sessions, c.proto == "h2c")
+				switch c.client {
+				case "floor":
+					benchFloor(b, c.sessions)
+				case "epoll":
+					benchEpoll(b, c.sessions)
+				default:
+					benchClosedLoop(b, c.sessions, c.proto == "h2c")
+				}
 			}
 		})
 	}
@@ -319,6 +371,8 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 		warmUp  = 8 * time.Second // window 0, ramp-up included
 		measure = 10 * time.Second
 	)
+	// The collector's target fleetbench's commands run with (GOGC wins).
+	TuneGC()
 	raw, base, pid := startServer(b)
 	target := raw
 	if h2c {
@@ -378,10 +432,13 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	time.Sleep(warmUp)
 	e.SetWindow(1)
 	fetchServerStats(b, base, true)
-	cpu0, srvCPU0, gc0, t0 := cpuTime(), procCPU(pid), gcCPU(), time.Now()
+	gc0, cycles0 := gcCPU()
+	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
 	time.Sleep(measure)
 	e.SetWindow(2)
-	cpu, srvCPU, gc, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, gcCPU()-gc0, time.Since(t0)
+	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
+	gc, cycles := gcCPU()
+	gc, cycles = gc-gc0, cycles-cycles0
 	srv := fetchServerStats(b, base, false)
 	load := loadAverage()
 
@@ -431,6 +488,7 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	if cpu > 0 {
 		b.ReportMetric(100*gc/cpu.Seconds(), "gc-cpu-%")
 	}
+	b.ReportMetric(float64(cycles), "gc-cycles")
 	b.ReportMetric(float64(w.Counters.Requests)/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(w.Counters.Failed), "failed")
 	if w.Counters.Failed > 0 {
@@ -450,4 +508,111 @@ func benchConnCap(n int) int {
 		return v
 	}
 	return n
+}
+
+// benchFloor is the least a Go client can do against the same server: one
+// goroutine per session that writes a prebuilt request with a body as large
+// as the workload's, reads the response with net.Conn and bufio, timestamps
+// the first token's line and looks for the chunked terminator; no SSE or
+// JSON parsing, no recording. Its ttft-added figures, over the same windows
+// as benchClosedLoop, are what the machine itself allows: the kernel's
+// loopback TCP work for both sides (a data segment and an ACK per token) and
+// Go's poller and scheduler. Run it with FLEETBENCH_BENCH_CLIENT=floor.
+func benchFloor(b *testing.B, sessions int) {
+	const (
+		rampUp  = 4 * time.Second
+		warmUp  = 8 * time.Second
+		measure = 10 * time.Second
+	)
+	TuneGC()
+	raw, _, pid := startServer(b)
+	addr := strings.TrimPrefix(raw, "http://")
+	body := strings.Repeat("x", 12<<10)
+	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body))
+	ctx, cancel := context.WithCancel(b.Context())
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		added     = hdr.Default.New()
+		measuring atomic.Bool
+		requests  atomic.Int64
+	)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for i := range sessions {
+		wg.Go(func() {
+			select {
+			case <-time.After(time.Duration(i) * rampUp / time.Duration(sessions)):
+			case <-ctx.Done():
+				return
+			}
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+			defer stop()
+			br := bufio.NewReaderSize(c, 2<<10)
+			for ctx.Err() == nil {
+				start := time.Now()
+				if _, err := c.Write(req); err != nil {
+					return
+				}
+				var first time.Time
+				head := true
+				for {
+					line, err := br.ReadSlice('\n')
+					if err != nil {
+						return
+					}
+					switch {
+					case head:
+						head = len(line) > 2
+					case first.IsZero() && bytes.HasPrefix(line, []byte("data: ")):
+						first = time.Now()
+					}
+					if string(line) == "0\r\n" {
+						break
+					}
+				}
+				if _, err := br.ReadSlice('\n'); err != nil {
+					return
+				}
+				if measuring.Load() {
+					requests.Add(1)
+					mu.Lock()
+					added.Record(max(first.Sub(start)-benchFirstToken, 0))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	time.Sleep(warmUp)
+	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
+	measuring.Store(true)
+	time.Sleep(measure)
+	measuring.Store(false)
+	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
+	n := requests.Load()
+	if n == 0 {
+		b.Fatal("no request completed in the measurement window")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	reportFloor(b, added, n, cpu, srvCPU, elapsed)
+}
+
+// reportFloor reports a floor client's figures, named as benchClosedLoop
+// names them.
+func reportFloor(b *testing.B, added *hdr.Histogram, n int64, cpu, srvCPU, elapsed time.Duration) {
+	b.ReportMetric(ms(added.Percentile(50)), "ttft-added-p50-ms")
+	b.ReportMetric(ms(added.Percentile(99)), "ttft-added-p99-ms")
+	b.ReportMetric(ms(added.Percentile(99.9)), "ttft-added-p99.9-ms")
+	b.ReportMetric(cpu.Seconds()/float64(n)*1000, "cpu-s/1k-req")
+	b.ReportMetric(srvCPU.Seconds()/float64(n)*1000, "server-cpu-s/1k-req")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(loadAverage(), "loadavg")
 }

@@ -1,0 +1,194 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+)
+
+// epollConn is one session of benchEpoll.
+type epollConn struct {
+	fd           int
+	start, first time.Time
+	head         bool   // still in the response head
+	tail         []byte // the last bytes read, to find the terminator across reads
+}
+
+// benchEpoll is a lower floor than benchFloor: no goroutine per session but
+// one event loop per CPU, each waiting on its own epoll set with raw system
+// calls, as a C load generator would (wrk). It reads each socket until
+// EAGAIN, timestamps the first token's line and sends the next request when
+// it sees the chunked terminator; nothing is parsed or recorded beyond that.
+// What it measures is the machine: kernel loopback TCP for both sides and the
+// scripted server. Run it with FLEETBENCH_BENCH_CLIENT=epoll.
+func benchEpoll(b *testing.B, sessions int) {
+	const (
+		rampUp  = 4 * time.Second
+		warmUp  = 8 * time.Second
+		measure = 10 * time.Second
+	)
+	TuneGC()
+	raw, _, pid := startServer(b)
+	ap, err := netip.ParseAddrPort(strings.TrimPrefix(raw, "http://"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sa := &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	body := strings.Repeat("x", 12<<10)
+	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", ap, len(body), body))
+
+	ctx, cancel := context.WithCancel(b.Context())
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		added     = hdr.Default.New()
+		measuring atomic.Bool
+		requests  atomic.Int64
+	)
+	loops := max(runtime.GOMAXPROCS(0), 1)
+	eps := make([]int, loops)
+	conns := make([]map[int32]*epollConn, loops)
+	var connMu sync.Mutex // guards conns while sessions are added
+	for i := range eps {
+		if eps[i], err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
+			b.Fatal(err)
+		}
+		conns[i] = map[int32]*epollConn{}
+	}
+	send := func(c *epollConn) bool {
+		c.start, c.first, c.head, c.tail = time.Now(), time.Time{}, true, c.tail[:0]
+		for off := 0; off < len(req); {
+			n, err := syscall.Write(c.fd, req[off:])
+			switch {
+			case err == syscall.EAGAIN:
+				runtime.Gosched()
+			case err != nil:
+				return false
+			default:
+				off += n
+			}
+		}
+		return true
+	}
+	loop := func(i int) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		evs := make([]syscall.EpollEvent, 256)
+		buf := make([]byte, 16<<10)
+		for ctx.Err() == nil {
+			n, err := syscall.EpollWait(eps[i], evs, 100)
+			if err != nil {
+				continue // EINTR
+			}
+			now := time.Now()
+			connMu.Lock()
+			m := conns[i]
+			connMu.Unlock()
+			for _, ev := range evs[:n] {
+				c := m[ev.Fd]
+				if c == nil {
+					continue
+				}
+				for {
+					k, err := syscall.Read(c.fd, buf)
+					if k <= 0 || err != nil {
+						break
+					}
+					data := buf[:k]
+					if c.head {
+						if j := bytes.Index(data, []byte("\r\n\r\n")); j >= 0 {
+							c.head, data = false, data[j+4:]
+						}
+					}
+					if !c.head && c.first.IsZero() && bytes.Contains(data, []byte("data: ")) {
+						c.first = now
+					}
+					c.tail = append(c.tail, data...)
+					if len(c.tail) > 64 {
+						c.tail = append(c.tail[:0], c.tail[len(c.tail)-8:]...)
+					}
+					if k < len(buf) {
+						break
+					}
+				}
+				if !c.head && bytes.HasSuffix(c.tail, []byte("\r\n0\r\n\r\n")) {
+					if measuring.Load() {
+						requests.Add(1)
+						mu.Lock()
+						added.Record(max(c.first.Sub(c.start)-benchFirstToken, 0))
+						mu.Unlock()
+					}
+					send(c)
+				}
+			}
+		}
+	}
+	for i := range loops {
+		wg.Go(func() { loop(i) })
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+		for i, m := range conns {
+			for _, c := range m {
+				_ = syscall.Close(c.fd)
+			}
+			_ = syscall.Close(eps[i])
+		}
+	}()
+	for i := range sessions {
+		time.Sleep(rampUp / time.Duration(sessions))
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err == nil {
+			err = syscall.Connect(fd, sa)
+		}
+		if err == nil {
+			err = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+		}
+		if err == nil {
+			err = syscall.SetNonblock(fd, true)
+		}
+		if err != nil {
+			b.Fatal(&net.OpError{Op: "dial", Net: "tcp", Err: err})
+		}
+		c := &epollConn{fd: fd}
+		l := i % loops
+		connMu.Lock()
+		m := make(map[int32]*epollConn, len(conns[l])+1) // copy on write: loops read without the lock
+		for k, v := range conns[l] {
+			m[k] = v
+		}
+		m[int32(fd)] = c
+		conns[l] = m
+		connMu.Unlock()
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | -syscall.EPOLLET, Fd: int32(fd)}
+		if err := syscall.EpollCtl(eps[l], syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			b.Fatal(err)
+		}
+		send(c)
+	}
+	time.Sleep(warmUp - rampUp)
+	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
+	measuring.Store(true)
+	time.Sleep(measure)
+	measuring.Store(false)
+	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
+	n := requests.Load()
+	if n == 0 {
+		b.Fatal("no request completed in the measurement window")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	reportFloor(b, added, n, cpu, srvCPU, elapsed)
+}
