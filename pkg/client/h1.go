@@ -275,7 +275,9 @@ func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody) 
 	_, err = bufs.WriteTo(c.conn)
 	_ = body.Close() // written: the buffer goes back to the pool
 	if err == nil {
-		x.resp, err = readResponse(c.br)
+		// The body is this connection read through c.br; finish closes or
+		// pools the connection, so the body needs no Close.
+		x.resp, err = readResponse(c.br) //nolint:bodyclose // see above
 	}
 	if err != nil {
 		retry = c.reused && c.cr.n == 0 && closedByPeer(err)
