@@ -694,3 +694,43 @@ func TestStreamBasicAuthFromURL(t *testing.T) {
 		t.Errorf("Authorization headers %q, want %q", got, want)
 	}
 }
+
+// TestIdleConnectionClosedByServer checks the case of a server that closes
+// idle keep-alive connections (uvicorn, under vLLM, after 5 s): the next
+// turn after a longer pause must not fail, and a response that asks to
+// close the connection must not be reused.
+func TestIdleConnectionClosedByServer(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Close") != "" {
+			w.Header().Set("Connection", "close")
+		}
+		writeEvents(chunk("a", "stop"), doneEvent)(w, r)
+	}))
+	srv.Config.IdleTimeout = 20 * time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := mustNew(t, newConfig(srv.URL))
+	for i := range 3 {
+		if res := c.Stream(t.Context(), userRequest("hi")); !res.OK() {
+			t.Fatalf("request %d: class %q err %v", i, res.Class, res.Err)
+		}
+		time.Sleep(100 * time.Millisecond) // the server closes the idle connection
+	}
+	if got := opened.Load(); got != 3 {
+		t.Errorf("%d connections opened, want 3 (one per request)", got)
+	}
+	req := userRequest("hi")
+	req.Headers = map[string]string{"X-Close": "1"}
+	if res := c.Stream(t.Context(), req); !res.OK() {
+		t.Fatalf("request with Connection: close: %v", res.Err)
+	}
+	if res := c.Stream(t.Context(), userRequest("hi")); !res.OK() || res.ConnReused {
+		t.Errorf("after Connection: close: ok %t reused %t err %v, want a new connection", res.OK(), res.ConnReused, res.Err)
+	}
+}
