@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 func (c *cli) cmdAgent(ctx context.Context, args []string) error {
@@ -61,7 +60,7 @@ func specBuilder(logger hclog.Logger, apiKeyEnv, endpoint string) agent.Builder 
 		if err != nil {
 			return agent.Target{}, err
 		}
-		src, err := workload.New(wcfg, logger, nil)
+		src, err := newWorkloadSource(wcfg, logger)
 		if err != nil {
 			return agent.Target{}, fmt.Errorf("build workload: %w", err)
 		}

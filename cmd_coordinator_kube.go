@@ -54,6 +54,7 @@ type kubeFlags struct {
 	pendingTimeout time.Duration
 	backoff        int
 	agentArgs      listFlag
+	secretEnv      listFlag
 	// specAgents, when > 0, is the agent count of a sweep's spec (its
 	// agents field or --agents flag), used instead of the --agents flag's
 	// value.
@@ -86,7 +87,24 @@ func addKubeFlags(fs *flag.FlagSet) *kubeFlags {
 	fs.DurationVar(&f.pendingTimeout, "pending-timeout", kubejob.DefaultPendingTimeout, "fail when an agent pod stays Pending this long")
 	fs.IntVar(&f.backoff, "agent-retries", kubejob.DefaultBackoffLimitPerIndex, "times a failed agent is replaced (per index)")
 	fs.Var(&f.agentArgs, "agent-arg", "extra flag for every agent, e.g. --agent-arg=--endpoint=chat (repeatable)")
+	fs.Var(&f.secretEnv, "agent-secret-env", "give agents environment variable ENV from a Secret key: ENV=name[/key] (key defaults to ENV; repeatable), e.g. a user model's key")
 	return f
+}
+
+// parseSecretEnv parses ENV=name[/key] into an environment variable read
+// from that Secret key.
+func parseSecretEnv(s string) (corev1.EnvVar, error) {
+	name, ref, ok := strings.Cut(s, "=")
+	if !ok || name == "" || ref == "" || strings.ContainsAny(name, "= ") {
+		return corev1.EnvVar{}, fmt.Errorf("parse --agent-secret-env %q: want ENV=name[/key]", s)
+	}
+	sr, err := kubejob.ParseSecretRef(ref, name)
+	if err != nil {
+		return corev1.EnvVar{}, fmt.Errorf("parse --agent-secret-env %q: %w", s, err)
+	}
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: sr.Name}, Key: sr.Key,
+	}}}, nil
 }
 
 // agents returns the coordinator's --agents value (a sweep's: its spec's).
@@ -155,6 +173,13 @@ func (f *kubeFlags) config(namespace string, maxLevel int) (kubejob.Config, erro
 	}
 	if cfg.APIKey, err = kubejob.ParseSecretRef(f.apiKeySecret, kubejob.DefaultAPIKeyKey); err != nil {
 		return cfg, fmt.Errorf("parse --api-key-secret: %w", err)
+	}
+	for _, s := range f.secretEnv {
+		ev, err := parseSecretEnv(s)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Env = append(cfg.Env, ev)
 	}
 	if cfg.Resources, err = parseResources(f.cpu, f.memory); err != nil {
 		return cfg, err

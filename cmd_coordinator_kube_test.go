@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,7 +108,7 @@ func TestKubeFlagsConfig(t *testing.T) {
 		"--agent-cpu", "2", "--agent-memory", "1Gi", "--node-selector", "pool=load", "--toleration", "gpu=true:NoSchedule",
 		"--token-secret", "tok/t", "--api-key-secret", "key", "--coordinator-service", "coord.bench.svc:7070",
 		"--pending-timeout", "30s", "--agent-spread", "DoNotSchedule", "--agent-pull-secret", "regcred",
-		"--agent-arg=--endpoint=chat")
+		"--agent-arg=--endpoint=chat", "--agent-secret-env", "USER_MODEL_KEY=user-model/key")
 	cfg, err := f.config("bench", 8)
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +124,17 @@ func TestKubeFlagsConfig(t *testing.T) {
 	}
 	if args := pod.Containers[0].Args; args[len(args)-1] != "--endpoint=chat" {
 		t.Errorf("agent args %q, want --endpoint=chat last", args)
+	}
+	if !slices.ContainsFunc(pod.Containers[0].Env, func(e corev1.EnvVar) bool {
+		return e.Name == "USER_MODEL_KEY" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil &&
+			e.ValueFrom.SecretKeyRef.Name == "user-model" && e.ValueFrom.SecretKeyRef.Key == "key"
+	}) {
+		t.Errorf("agent env %+v, want USER_MODEL_KEY from Secret user-model/key", pod.Containers[0].Env)
+	}
+	for _, bad := range []string{"USER_MODEL_KEY", "=x/y", "A B=x"} {
+		if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-secret-env", bad).config("bench", 8); err == nil {
+			t.Errorf("--agent-secret-env %q accepted", bad)
+		}
 	}
 
 	if _, err := kubeFlagSet(t, "--kube-agents").config("bench", 8); err == nil {

@@ -591,22 +591,10 @@ func (c *cli) newSource(f *runFlags, logger hclog.Logger) (workload.Source, erro
 	if f.kind == workload.KindShareGPT && !f.turnsSet {
 		wcfg.MaxTurns = 0 // the default range is docchat's; take every turn
 	}
-	var asker workload.Asker
 	if f.userModelURL != "" {
-		um := &workload.UserModelConfig{URL: f.userModelURL, Model: f.userModel, APIKeyEnv: f.userModelKeyEnv}
-		wcfg.UserModel = um
-		d := um.WithDefaults()
-		ac, err := client.New(client.Config{BaseURL: d.URL, Model: d.Model, APIKeyEnv: d.APIKeyEnv, MaxTokens: d.MaxTokens}, logger.Named("user_model"))
-		if err != nil {
-			return nil, fmt.Errorf("create user model client: %w", err)
-		}
-		asker = ac
+		wcfg.UserModel = &workload.UserModelConfig{URL: f.userModelURL, Model: f.userModel, APIKeyEnv: f.userModelKeyEnv}
 	}
-	src, err := workload.New(wcfg, logger, asker)
-	if err != nil {
-		return nil, fmt.Errorf("load workload: %w", err)
-	}
-	return src, nil
+	return newWorkloadSource(wcfg, logger)
 }
 
 // watch moves the engine to the measurement window at origin and reports

@@ -25,7 +25,6 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
-	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 // simSettings is the optional `sim:` section of a sweep file: the built-in
@@ -397,9 +396,9 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	if err != nil {
 		return err
 	}
-	src, err := workload.New(wcfg, logger, nil)
+	src, err := newWorkloadSource(wcfg, logger)
 	if err != nil {
-		return fmt.Errorf("load workload: %w", err)
+		return err
 	}
 	facts := sweeprun.Facts(spec, id, src.Name(), version)
 	w, err := report.NewWriter(spec.Output, facts)

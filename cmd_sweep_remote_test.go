@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,5 +124,61 @@ func TestRemoteAgentRunsTheSameConversations(t *testing.T) {
 	}
 	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", wcfg) {
 		t.Errorf("workload config round trip:\n got %+v\nwant %+v", back, wcfg)
+	}
+}
+
+// TestRemoteAgentAsksTheUserModel checks that a docchat user model travels
+// in the coordinator's spec: a remote agent's follow-up questions come from
+// the user model, which it reaches with the key from its own environment.
+func TestRemoteAgentAsksTheUserModel(t *testing.T) {
+	const question = "Which of the open risks has no owner yet?"
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	t.Setenv("FLEETBENCH_TEST_USER_KEY", "user-model-key-1234")
+	var calls, unauthorized atomic.Int64
+	um := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.Header.Get("Authorization") != "Bearer user-model-key-1234" {
+			unauthorized.Add(1)
+			http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		b, _ := json.Marshal(openai.Chunk{Object: openai.ObjectChatCompletionChunk, Choices: []openai.ChunkChoice{
+			{Delta: &openai.Delta{Content: question}, FinishReason: new(openai.FinishStop)}}})
+		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+	}))
+	defer um.Close()
+	wcfg := workload.Config{Kind: workload.KindDocChat, Seed: 3, MaxTokens: 24, Documents: 2, PromptTokens: 500, MinTurns: 3, MaxTurns: 3,
+		UserModel: &workload.UserModelConfig{URL: um.URL, Model: "user-sim", APIKeyEnv: "FLEETBENCH_TEST_USER_KEY"}}
+	cs := fleetSpec("http://target.test", "m", "", "", wcfg)
+	if strings.Contains(fmt.Sprint(cs.Params), "user-model-key-1234") {
+		t.Fatalf("the spec carries the user model's key: %v", cs.Params)
+	}
+	tgt, err := specBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
+		Target: cs.Target, Model: cs.Model, Workload: cs.Workload, Seed: cs.Seed, MaxTokens: cs.MaxTokens, Params: cs.Params,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tgt.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	conv := tgt.Source.Conversation(0)
+	history := []openai.Message{{Role: openai.RoleSystem, Content: conv.System()}}
+	for k := range conv.Turns() {
+		turn, err := conv.Next(t.Context(), k, history)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 && (turn.Fallback || turn.User != question) {
+			t.Errorf("turn %d: %q (fallback %t), want the user model's question", k, turn.User, turn.Fallback)
+		}
+		history = append(history, openai.Message{Role: openai.RoleUser, Content: turn.User},
+			openai.Message{Role: openai.RoleAssistant, Content: "An answer."})
+	}
+	if calls.Load() != 2 || unauthorized.Load() != 0 {
+		t.Errorf("user model asked %d times (%d without the key), want 2 follow-ups", calls.Load(), unauthorized.Load())
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"strconv"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/workload"
+	"github.com/hashicorp/go-hclog"
 )
 
 // Keys of coordinator.Spec.Params, by the flag they come from. The
@@ -24,12 +26,16 @@ const (
 	paramShuffle          = "shuffle"
 	paramOutputLen        = "output-len"
 	paramEndpoint         = "endpoint"
+	paramUserModelURL     = "user-model-url"
+	paramUserModel        = "user-model"
+	paramUserModelKeyEnv  = "user-model-key-env"
 )
 
 // workloadParams encodes the settings of cfg that the coordinator's Spec
 // has no field for (Kind, Seed and MaxTokens have one). A user model
-// (docchat follow-ups written by a model) is not carried: remote agents
-// use docchat's templates.
+// (docchat follow-ups written by a model) travels as its URL, model and the
+// name of the environment variable with its key; each agent reads the key
+// from its own environment.
 func workloadParams(cfg workload.Config) map[string]string {
 	p := map[string]string{paramThinkTime: cfg.Think.String()}
 	set := func(k string, v int) {
@@ -51,6 +57,12 @@ func workloadParams(cfg workload.Config) map[string]string {
 	}
 	if cfg.OutputLen {
 		p[paramOutputLen] = "true"
+	}
+	if um := cfg.UserModel; um != nil {
+		p[paramUserModelURL], p[paramUserModel] = um.URL, um.Model
+		if um.APIKeyEnv != "" {
+			p[paramUserModelKeyEnv] = um.APIKeyEnv
+		}
 	}
 	return p
 }
@@ -83,7 +95,31 @@ func workloadConfig(kind string, seed int64, maxTokens int, params map[string]st
 			return workload.Config{}, fmt.Errorf("parse spec parameter %s=%q: %w", k, v, err)
 		}
 	}
+	if u := params[paramUserModelURL]; u != "" {
+		cfg.UserModel = &workload.UserModelConfig{URL: u, Model: params[paramUserModel], APIKeyEnv: params[paramUserModelKeyEnv]}
+	}
 	return cfg, nil
+}
+
+// newWorkloadSource builds the workload of cfg, with a client for its user
+// model when it has one.
+func newWorkloadSource(cfg workload.Config, logger hclog.Logger) (workload.Source, error) {
+	var asker workload.Asker
+	if um := cfg.UserModel; um != nil {
+		if err := um.Validate(); err != nil {
+			return nil, err
+		}
+		ac, err := client.New(um.ClientConfig(), logger.Named("user_model"))
+		if err != nil {
+			return nil, fmt.Errorf("create user model client: %w", err)
+		}
+		asker = ac
+	}
+	src, err := workload.New(cfg, logger, asker)
+	if err != nil {
+		return nil, fmt.Errorf("load workload: %w", err)
+	}
+	return src, nil
 }
 
 // fleetSpec is the coordinator's spec for a fleet whose agents build their

@@ -113,6 +113,14 @@ func onSwitches[T any](parse func(string) (T, error), set func(*SwitchSpec, T)) 
 	})
 }
 
+// userModel returns the spec's user model, adding one if it has none.
+func userModel(s *Spec) *UserModel {
+	if s.Workload.UserModel == nil {
+		s.Workload.UserModel = &UserModel{}
+	}
+	return s.Workload.UserModel
+}
+
 func durDef(get func(*Spec) Duration) func(*Spec) string {
 	return func(d *Spec) string { return get(d).String() }
 }
@@ -150,6 +158,12 @@ func flagDefs() []flagDef {
 			apply: last(parseInt, func(s *Spec, v int) { s.Workload.MinMessages = v })},
 		{name: "session-header", usage: "request header carrying a per-conversation session id",
 			apply: last(parseString, func(s *Spec, v string) { s.Workload.SessionHeader = v })},
+		{name: "user-model-url", usage: "docchat: base URL of a model that writes follow-up questions",
+			apply: last(parseString, func(s *Spec, v string) { userModel(s).URL = v })},
+		{name: "user-model", usage: "docchat: the user model's name",
+			apply: last(parseString, func(s *Spec, v string) { userModel(s).Model = v })},
+		{name: "user-model-key-env", usage: "docchat: environment variable holding the user model's API key",
+			apply: last(parseString, func(s *Spec, v string) { userModel(s).APIKeyEnv = v })},
 
 		{name: "levels", usage: "concurrency levels, comma-separated, e.g. 20,40,80",
 			apply: last(parseInts, func(s *Spec, v []int) { s.Levels = v })},

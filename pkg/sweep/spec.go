@@ -138,6 +138,20 @@ type Workload struct {
 	// SessionHeader names a request header carrying a per-conversation
 	// session id, e.g. X-Session-ID.
 	SessionHeader string `json:"session_header,omitempty"`
+	// UserModel, for docchat, is a second OpenAI-compatible endpoint that
+	// writes the follow-up questions (templates otherwise, and when it
+	// fails). Every agent reads its key from its own environment.
+	UserModel *UserModel `json:"user_model,omitempty"`
+}
+
+// UserModel is the endpoint that plays the user in document chats.
+type UserModel struct {
+	// URL is the endpoint's base URL, e.g. http://small-model:8000/v1.
+	URL string `json:"url"`
+	// Model is the model name sent in requests.
+	Model string `json:"model"`
+	// APIKeyEnv names the environment variable holding its API key.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // Mode is one routing mode of the sweep.
@@ -527,6 +541,19 @@ func (s *Spec) WorkloadConfig() (workload.Config, error) {
 	}
 	if w.Kind == workload.KindShareGPT {
 		cfg.MinTurns = 0 // turns only cap sharegpt conversations
+	}
+	if um := w.UserModel; um != nil {
+		switch u, err := url.Parse(um.URL); {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return workload.Config{}, fmt.Errorf("user_model: url %q must be http:// or https:// with a host", client.RedactURL(um.URL))
+		case u.User != nil:
+			return workload.Config{}, fmt.Errorf("user_model: url %q must not carry user info: give the key through api_key_env", client.RedactURL(um.URL))
+		case um.Model == "":
+			return workload.Config{}, errors.New("user_model: model is required")
+		case w.Kind != "" && w.Kind != workload.KindDocChat:
+			return workload.Config{}, fmt.Errorf("user_model: only docchat asks a user model, not %s", w.Kind)
+		}
+		cfg.UserModel = &workload.UserModelConfig{URL: um.URL, Model: um.Model, APIKeyEnv: um.APIKeyEnv}
 	}
 	if err := cfg.Validate(); err != nil {
 		return workload.Config{}, err

@@ -30,6 +30,10 @@ func TestLoadExample(t *testing.T) {
 	if s.Workload.ThinkTime != (workload.ThinkTime{Kind: workload.ThinkExp, Mean: 2 * time.Second}) {
 		t.Errorf("think time %v", s.Workload.ThinkTime)
 	}
+	if wc, err := s.WorkloadConfig(); err != nil || wc.UserModel == nil ||
+		*wc.UserModel != (workload.UserModelConfig{URL: "http://user-sim:8000/v1", Model: "llama-3.2-1b", APIKeyEnv: "USER_MODEL_KEY"}) {
+		t.Errorf("user model %+v (%v)", wc.UserModel, err)
+	}
 	if b, c := s.Compared(); b != "round_robin" || c != "kv" {
 		t.Errorf("compared %s vs %s", b, c)
 	}
@@ -139,6 +143,15 @@ func TestValidate(t *testing.T) {
 		{"target user info", func(s *Spec) { s.Target = "http://u:hunter2@vllm:8000" }, []string{`target "http://vllm:8000" must not carry user info`}},
 		{"turns", func(s *Spec) { s.Workload.Turns = "5-3" }, []string{`workload: turns "5-3"`}},
 		{"readiness", func(s *Spec) { s.Readiness.MaxTokens = 20 }, []string{"readiness: max tokens 20 must be 1..8"}},
+		{"user model without model", func(s *Spec) { s.Workload.UserModel = &UserModel{URL: "http://small:8000/v1"} }, []string{"workload: user_model: model is required"}},
+		{"user model url", func(s *Spec) { s.Workload.UserModel = &UserModel{URL: "small:8000", Model: "m"} }, []string{`user_model: url "small:8000" must be http://`}},
+		{"user model user info", func(s *Spec) {
+			s.Workload.UserModel = &UserModel{URL: "http://u:hunter2@small:8000/v1", Model: "m"}
+		}, []string{`user_model: url "http://small:8000/v1" must not carry user info`}},
+		{"user model sharegpt", func(s *Spec) {
+			s.Workload.Kind, s.Workload.Dataset = "sharegpt", "x.json"
+			s.Workload.UserModel = &UserModel{URL: "http://small:8000/v1", Model: "m"}
+		}, []string{"only docchat asks a user model, not sharegpt"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,6 +165,9 @@ func TestValidate(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error lacks %q:\n%v", w, err)
 				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error shows a password: %v", err)
 			}
 		})
 	}
@@ -218,6 +234,7 @@ func TestFlagsWithoutFile(t *testing.T) {
 		"--target", "http://127.0.0.1:8000", "--model", "m", "--levels", "20,30",
 		"--modes", "kv,round_robin", "--switch", "exec", "--switch-command", "./switch.sh --mode {mode}",
 		"--out", "o", "--switch-restart-workers=false",
+		"--user-model-url", "http://small:8000/v1", "--user-model", "small",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +248,9 @@ func TestFlagsWithoutFile(t *testing.T) {
 	}
 	if got := s.SwitchOf("kv").Command; !reflect.DeepEqual(got, []string{"./switch.sh", "--mode", "{mode}"}) {
 		t.Errorf("command %q", got)
+	}
+	if um := s.Workload.UserModel; um == nil || *um != (UserModel{URL: "http://small:8000/v1", Model: "small"}) {
+		t.Errorf("user model %+v", um)
 	}
 
 	bad := flag.NewFlagSet("sweep", flag.ContinueOnError)
