@@ -14,6 +14,8 @@ import (
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
+	"github.com/fleetbench/fleetbench/pkg/sweep"
+	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 // tokenEnv holds the shared coordinator/agent token when no file is given.
@@ -74,6 +76,15 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	maxTokens := fs.Int("max-tokens", 0, "output cap per turn (0: the server's)")
 	sessionHeader := fs.String("session-header", "", "request header carrying a per-conversation session id")
 	think := fs.String("think-time", "none", "pause before each turn after the first (none, 2s, exp:2s)")
+	turns := fs.String("turns", "", "user turns per conversation: N or MIN-MAX (docchat default 3-5; sharegpt: a cap)")
+	promptTokens := fs.Int("prompt-tokens", 0, "docchat: first prompt size in tokens (0: the default, 3100)")
+	documents := fs.Int("documents", 0, "docchat: starter documents (0: the default, 10)")
+	maxConvs := fs.Int("max-conversations", 0, "sharegpt: use at most N conversations (0: all)")
+	minMessages := fs.Int("min-messages", 0, "sharegpt: drop conversations with fewer messages")
+	umURL := fs.String("user-model-url", "", "docchat: base URL of a model that writes follow-up questions (agents read its key from --user-model-key-env)")
+	umModel := fs.String("user-model", "", "docchat: the user model's name")
+	umKeyEnv := fs.String("user-model-key-env", "", "docchat: agents' environment variable holding the user model's API key")
+	cooldown := fs.Duration("cooldown", 0, "idle pause between stages")
 	hb := fs.Duration("heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat interval")
 	hbTimeout := fs.Duration("heartbeat-timeout", coordinator.DefaultHeartbeatTimeout, "silence after which an agent is lost")
 	grace := fs.Duration("grace", coordinator.DefaultGrace, "how long a window waits for agents' watermarks")
@@ -104,16 +115,42 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	if token == "" {
 		c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
 	}
+	thinkTime, err := workload.ParseThinkTime(*think)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "coordinator:", err)
+		return errUsage
+	}
+	minT, maxT, err := sweep.ParseTurns(*turns)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "coordinator:", err)
+		return errUsage
+	}
+	wcfg := workload.Config{
+		Kind: *wl, Path: *dataset, Seed: *seed, MaxTokens: *maxTokens, Think: thinkTime,
+		Documents: *documents, PromptTokens: *promptTokens, MinTurns: minT, MaxTurns: maxT,
+		MaxConversations: *maxConvs, MinMessages: *minMessages,
+	}
+	if *wl == workload.KindShareGPT {
+		wcfg.MinTurns = 0 // turns only cap sharegpt conversations
+	}
+	if (*umURL == "") != (*umModel == "") {
+		fmt.Fprintln(c.stderr, "coordinator: --user-model-url and --user-model go together")
+		return errUsage
+	}
+	if *umURL != "" {
+		wcfg.UserModel = &workload.UserModelConfig{URL: *umURL, Model: *umModel, APIKeyEnv: *umKeyEnv}
+	}
+	if err := wcfg.Validate(); err != nil {
+		fmt.Fprintln(c.stderr, "coordinator:", err)
+		return errUsage
+	}
 	cfg := coordinator.Config{
 		Agents: *agents, Window: *window, OnLoss: policy, OutDir: *out,
-		Spec: coordinator.Spec{
-			Target: *target, Model: *model, Workload: *wl, Seed: *seed, MaxTokens: *maxTokens,
-			SessionHeader: *sessionHeader, Params: map[string]string{"dataset": *dataset, "think-time": *think},
-		},
+		Spec:              fleetSpec(*target, *model, "", *sessionHeader, wcfg),
 		HeartbeatInterval: *hb, HeartbeatTimeout: *hbTimeout, Grace: *grace, JoinTimeout: *joinTimeout,
 	}
 	for _, l := range lv {
-		s := coordinator.Stage{Level: l, Mode: *mode, Warmup: *warmup, Duration: *duration, Conversations: *convs}
+		s := coordinator.Stage{Level: l, Mode: *mode, Warmup: *warmup, Duration: *duration, Conversations: *convs, Cooldown: *cooldown}
 		if *rate > 0 {
 			s.Level, s.RequestRate = 0, *rate
 		}
