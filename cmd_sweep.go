@@ -55,11 +55,13 @@ type sweepFlags struct {
 	noRestore bool
 	useSim    bool
 	sim       simSettings
-	// listen, remoteAgents and tokenFile make external agents the fleet.
-	listen       string
-	remoteAgents int
-	tokenFile    string
-	joinTimeout  time.Duration
+	// listen, remoteAgents and tokenFile make external agents the fleet;
+	// tlsCert and tlsKey serve them over TLS.
+	listen          string
+	remoteAgents    int
+	tokenFile       string
+	tlsCert, tlsKey string
+	joinTimeout     time.Duration
 	// kube runs the agents as an Indexed Job (--kube-agents).
 	kube          *kubeFlags
 	metricsListen string
@@ -83,6 +85,8 @@ func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
 	fs.IntVar(&f.sim.KVBlocks, "sim-kv-blocks", 0, "simulator: KV blocks per replica (default: the file's, else the profile's)")
 	fs.StringVar(&f.listen, "listen", "", "with --remote-agents or --kube-agents: address to accept agents on (`fleetbench agent --coordinator ADDR`; --kube-agents default "+defaultKubeListen+")")
 	fs.IntVar(&f.remoteAgents, "remote-agents", 0, "run the sweep on `K` external agents instead of local ones (needs --listen)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --remote-agents or --kube-agents: TLS certificate file for the agents' connections (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --remote-agents: file holding the agents' shared token (default: $"+tokenEnv+")")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", coordinator.DefaultJoinTimeout, "with --remote-agents or --kube-agents: how long to wait for the agents")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR`/metrics (e.g. :9090; empty: none)")
@@ -126,6 +130,10 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		}
 	} else if f.remoteAgents < 0 || (f.remoteAgents > 0) != (f.listen != "") {
 		fmt.Fprintln(c.stderr, "fleetbench sweep: --remote-agents K (K >= 1) and --listen ADDR go together")
+		return errUsage
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsCert != "" && f.listen == "") {
+		fmt.Fprintln(c.stderr, "fleetbench sweep: --tls-cert and --tls-key go together, with --remote-agents or --kube-agents")
 		return errUsage
 	}
 	spec, simCfg, err := c.sweepSpec(fs, &f)
@@ -183,7 +191,8 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		if token == "" {
 			c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
 		}
-		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout}
+		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout,
+			CertFile: f.tlsCert, KeyFile: f.tlsKey}
 	}
 	if f.kube.enabled {
 		// --agents (the spec's agents) is the count, unless only

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/pkg/openai"
+	"github.com/fleetbench/fleetbench/pkg/testcert"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -26,9 +27,20 @@ import (
 // connected across levels and the mode switch, and leave when the sweep
 // ends.
 func TestSweepWithRemoteAgents(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testSweepWithRemoteAgents(t, false) })
+	t.Run("tls", func(t *testing.T) { testSweepWithRemoteAgents(t, true) })
+}
+
+func testSweepWithRemoteAgents(t *testing.T, tls bool) {
 	t.Setenv(tokenEnv, "sweep-remote-token")
 	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
 	dir := t.TempDir()
+	var sweepTLS, agentTLS []string
+	if tls {
+		caFile, certFile, keyFile := testcert.NewCA(t, "sweep test CA").ServerFiles(t, dir)
+		sweepTLS = []string{"--tls-cert", certFile, "--tls-key", keyFile}
+		agentTLS = []string{"--tls-ca", caFile}
+	}
 	out := filepath.Join(dir, "out")
 	spec := writeSweepFile(t, dir, strings.ReplaceAll(resumeSweep, "SWITCHLOG", filepath.Join(dir, "switches.log")))
 	addr := freeAddr(t)
@@ -39,11 +51,12 @@ func TestSweepWithRemoteAgents(t *testing.T) {
 	codes, errs := make([]int, 2), make([]string, 2)
 	for i := range 2 {
 		wg.Go(func() {
-			codes[i], _, errs[i] = runCommand(ctx, "--log-level", "error", "agent", "--coordinator", addr,
-				"--id", fmt.Sprintf("remote-%d", i), "--api-key-env", "FLEETBENCH_TEST_KEY")
+			args := append([]string{"--log-level", "error", "agent", "--coordinator", addr,
+				"--id", fmt.Sprintf("remote-%d", i), "--api-key-env", "FLEETBENCH_TEST_KEY"}, agentTLS...)
+			codes[i], _, errs[i] = runCommand(ctx, args...)
 		})
 	}
-	code, stdout, stderr := runCommand(ctx, "sweep", "-f", spec, "--out", out, "--listen", addr, "--remote-agents", "2")
+	code, stdout, stderr := runCommand(ctx, append([]string{"sweep", "-f", spec, "--out", out, "--listen", addr, "--remote-agents", "2"}, sweepTLS...)...)
 	wg.Wait()
 	if code != exitOK {
 		t.Fatalf("sweep exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)

@@ -77,6 +77,8 @@ type remoteFleet struct {
 	Agents int
 	// Token is the shared secret the agents present (never logged).
 	Token string
+	// CertFile and KeyFile, when both set, serve the agents over TLS.
+	CertFile, KeyFile string
 	// JoinTimeout bounds the wait for them (default
 	// coordinator.DefaultJoinTimeout).
 	JoinTimeout time.Duration
@@ -201,7 +203,9 @@ func runRemoteFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*
 	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServe()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: rf.Token}) }()
+	go func() {
+		serveErr <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: rf.Token, CertFile: rf.CertFile, KeyFile: rf.KeyFile})
+	}()
 	lossCtx, stopLosses := context.WithCancel(ctx)
 	waitLosses := forwardLosses(lossCtx, co, rf.Losses)
 	res, runErr := co.Run(ctx)
