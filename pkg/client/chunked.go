@@ -121,17 +121,11 @@ func (b *chunkedBody) beginChunk() error {
 	}
 	var size uint64
 	for _, c := range line {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
+		v, ok := hexValue(c)
+		if !ok {
 			return errMalformedChunk
 		}
-		size = size<<4 | uint64(c)
+		size = size<<4 | uint64(v)
 	}
 	if size > 0 {
 		b.n = size

@@ -352,20 +352,27 @@ func (s *scanner) hex4() (rune, bool) {
 	}
 	var r rune
 	for _, c := range s.b[s.i : s.i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
+		v, ok := hexValue(c)
+		if !ok {
 			return 0, false
 		}
-		r = r<<4 | rune(c)
+		r = r<<4 | rune(v)
 	}
 	s.i += 4
 	return r, true
+}
+
+// hexValue is the value of the hexadecimal digit c (either case).
+func hexValue(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // intField reads a plain integer (no fraction or exponent, at most 9

@@ -306,26 +306,30 @@ func (c *Client) Warm(ctx context.Context, n int) error {
 	ready.Wait()
 	close(release)
 	done.Wait()
-	var failed int
-	var first error
-	for _, err := range errs {
-		if err != nil {
-			failed++
-			first = cmpOr(first, err)
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("warm connections: %d of %d failed: %w", failed, n, first)
+	if err := warmError(errs); err != nil {
+		return err
 	}
 	c.logger.Debug("connections warmed", "count", n)
 	return nil
 }
 
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
+// warmError sums up Warm's failures: how many of the attempts failed, and
+// the first error.
+func warmError(errs []error) error {
+	var failed int
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
 	}
-	return b
+	if failed > 0 {
+		return fmt.Errorf("warm connections: %d of %d failed: %w", failed, len(errs), first)
+	}
+	return nil
 }
 
 // get sends a GET with the client's headers.

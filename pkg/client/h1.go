@@ -351,18 +351,7 @@ func (t *h1Transport) warm(ctx context.Context, n int) error {
 			t.pool.put(c)
 		}
 	}
-	var failed int
-	var first error
-	for _, err := range errs {
-		if err != nil {
-			failed++
-			first = cmpOr(first, err)
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("warm connections: %d of %d failed: %w", failed, n, first)
-	}
-	return nil
+	return warmError(errs)
 }
 
 // connPool keeps idle connections and caps the open ones at max (0: no

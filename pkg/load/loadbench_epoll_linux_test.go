@@ -179,16 +179,5 @@ func benchEpoll(b *testing.B, sessions int) {
 		send(c)
 	}
 	time.Sleep(warmUp - rampUp)
-	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
-	measuring.Store(true)
-	time.Sleep(measure)
-	measuring.Store(false)
-	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
-	n := requests.Load()
-	if n == 0 {
-		b.Fatal("no request completed in the measurement window")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	reportFloor(b, added, n, cpu, srvCPU, elapsed)
+	measureFloor(b, pid, measure, &measuring, &requests, &mu, added)
 }

@@ -591,9 +591,17 @@ func benchFloor(b *testing.B, sessions int) {
 		})
 	}
 	time.Sleep(warmUp)
+	measureFloor(b, pid, measure, &measuring, &requests, &mu, added)
+}
+
+// measureFloor opens a floor client's measurement window for d, then
+// reports its figures, named as benchClosedLoop names them: added TTFT from
+// added (guarded by mu), requests counted while measuring was set, and both
+// processes' CPU per request.
+func measureFloor(b *testing.B, pid int, d time.Duration, measuring *atomic.Bool, requests *atomic.Int64, mu *sync.Mutex, added *hdr.Histogram) {
 	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
 	measuring.Store(true)
-	time.Sleep(measure)
+	time.Sleep(d)
 	measuring.Store(false)
 	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
 	n := requests.Load()
@@ -602,12 +610,6 @@ func benchFloor(b *testing.B, sessions int) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	reportFloor(b, added, n, cpu, srvCPU, elapsed)
-}
-
-// reportFloor reports a floor client's figures, named as benchClosedLoop
-// names them.
-func reportFloor(b *testing.B, added *hdr.Histogram, n int64, cpu, srvCPU, elapsed time.Duration) {
 	b.ReportMetric(ms(added.Percentile(50)), "ttft-added-p50-ms")
 	b.ReportMetric(ms(added.Percentile(99)), "ttft-added-p99-ms")
 	b.ReportMetric(ms(added.Percentile(99.9)), "ttft-added-p99.9-ms")
