@@ -55,6 +55,7 @@ type kubeFlags struct {
 	backoff        int
 	agentArgs      listFlag
 	secretEnv      listFlag
+	mounts         listFlag
 	// specAgents, when > 0, is the agent count of a sweep's spec (its
 	// agents field or --agents flag), used instead of the --agents flag's
 	// value.
@@ -87,6 +88,7 @@ func addKubeFlags(fs *flag.FlagSet) *kubeFlags {
 	fs.DurationVar(&f.pendingTimeout, "pending-timeout", kubejob.DefaultPendingTimeout, "fail when an agent pod stays Pending this long")
 	fs.IntVar(&f.backoff, "agent-retries", kubejob.DefaultBackoffLimitPerIndex, "times a failed agent is replaced (per index)")
 	fs.Var(&f.agentArgs, "agent-arg", "extra flag for every agent, e.g. --agent-arg=--endpoint=chat (repeatable)")
+	fs.Var(&f.mounts, "agent-mount", "mount a volume read-only in every agent: KIND:NAME:PATH with KIND pvc, configmap or secret (repeatable), e.g. pvc:sharegpt:/data for a dataset")
 	fs.Var(&f.secretEnv, "agent-secret-env", "give agents environment variable ENV from a Secret key: ENV=name[/key] (key defaults to ENV; repeatable), e.g. a user model's key")
 	return f
 }
@@ -173,6 +175,13 @@ func (f *kubeFlags) config(namespace string, maxLevel int) (kubejob.Config, erro
 	}
 	if cfg.APIKey, err = kubejob.ParseSecretRef(f.apiKeySecret, kubejob.DefaultAPIKeyKey); err != nil {
 		return cfg, fmt.Errorf("parse --api-key-secret: %w", err)
+	}
+	for _, s := range f.mounts {
+		m, err := kubejob.ParseMount(s)
+		if err != nil {
+			return cfg, fmt.Errorf("parse --agent-mount: %w", err)
+		}
+		cfg.Mounts = append(cfg.Mounts, m)
 	}
 	for _, s := range f.secretEnv {
 		ev, err := parseSecretEnv(s)

@@ -108,7 +108,8 @@ func TestKubeFlagsConfig(t *testing.T) {
 		"--agent-cpu", "2", "--agent-memory", "1Gi", "--node-selector", "pool=load", "--toleration", "gpu=true:NoSchedule",
 		"--token-secret", "tok/t", "--api-key-secret", "key", "--coordinator-service", "coord.bench.svc:7070",
 		"--pending-timeout", "30s", "--agent-spread", "DoNotSchedule", "--agent-pull-secret", "regcred",
-		"--agent-arg=--endpoint=chat", "--agent-secret-env", "USER_MODEL_KEY=user-model/key")
+		"--agent-arg=--endpoint=chat", "--agent-secret-env", "USER_MODEL_KEY=user-model/key",
+		"--agent-mount", "pvc:sharegpt:/data")
 	cfg, err := f.config("bench", 8)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +131,12 @@ func TestKubeFlagsConfig(t *testing.T) {
 			e.ValueFrom.SecretKeyRef.Name == "user-model" && e.ValueFrom.SecretKeyRef.Key == "key"
 	}) {
 		t.Errorf("agent env %+v, want USER_MODEL_KEY from Secret user-model/key", pod.Containers[0].Env)
+	}
+	if len(cfg.Mounts) != 1 || cfg.Mounts[0] != (kubejob.Mount{Kind: kubejob.MountPVC, Name: "sharegpt", Path: "/data"}) {
+		t.Errorf("mounts %+v, want the sharegpt claim at /data", cfg.Mounts)
+	}
+	if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-mount", "nfs:x:/d").config("bench", 8); err == nil {
+		t.Error("--agent-mount nfs:x:/d accepted")
 	}
 	for _, bad := range []string{"USER_MODEL_KEY", "=x/y", "A B=x"} {
 		if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-secret-env", bad).config("bench", 8); err == nil {

@@ -331,6 +331,10 @@ func TestExamples(t *testing.T) {
 		if !slices.Contains(mounts, "/data") {
 			t.Errorf("Job mounts %v, want the dataset at /data", mounts)
 		}
+		args := toStrings(get(job, "spec", "template", "spec", "containers", 0, "args"))
+		if i := slices.Index(args, "--agent-mount"); i < 0 || i+1 == len(args) || args[i+1] != "pvc:sharegpt:/data" {
+			t.Errorf("coordinator args %v, want --agent-mount pvc:sharegpt:/data for the agents", args)
+		}
 	})
 	t.Run("vllm probes use /v1/models", func(t *testing.T) {
 		m := render(t, "examples/vllm")

@@ -135,6 +135,18 @@ func podSpec(cfg Config, selector map[string]string) corev1.PodSpec {
 			LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
 		}}
 	}
+	for i, m := range cfg.Mounts {
+		var src corev1.VolumeSource
+		switch m.Kind {
+		case MountPVC:
+			src.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Name, ReadOnly: true}
+		case MountConfigMap:
+			src.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: m.Name}}
+		case MountSecret:
+			src.Secret = &corev1.SecretVolumeSource{SecretName: m.Name, DefaultMode: new(int32(0o440))}
+		}
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: mountVolume(i), VolumeSource: src})
+	}
 	if !cfg.Token.IsZero() && !cfg.TokenAsEnv {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{
 			Name: "token",
@@ -147,6 +159,9 @@ func podSpec(cfg Config, selector map[string]string) corev1.PodSpec {
 	}
 	return spec
 }
+
+// mountVolume names the volume of Config.Mounts[i].
+func mountVolume(i int) string { return "data-" + strconv.Itoa(i) }
 
 func container(cfg Config) corev1.Container {
 	args := []string{"agent",
@@ -164,6 +179,9 @@ func container(cfg Config) corev1.Container {
 		{Name: "FLEETBENCH_LOG_FORMAT", Value: "json"},
 	}
 	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	for i, m := range cfg.Mounts {
+		mounts = append(mounts, corev1.VolumeMount{Name: mountVolume(i), MountPath: m.Path, ReadOnly: true})
+	}
 	if !cfg.Token.IsZero() {
 		if cfg.TokenAsEnv {
 			env = append(env, secretEnv(EnvToken, cfg.Token))

@@ -189,6 +189,26 @@ func TestBuildVariants(t *testing.T) {
 				t.Errorf("backoff per index %d, ttl %v; want 0, nil", *j.Spec.BackoffLimitPerIndex, j.Spec.TTLSecondsAfterFinished)
 			}
 		}},
+		{"mounts", func(c *Config) {
+			c.Mounts = []Mount{{Kind: MountPVC, Name: "sharegpt", Path: "/data"}, {Kind: MountConfigMap, Name: "docs", Path: "/docs"}}
+		}, func(t *testing.T, j *batchv1.Job) {
+			spec := j.Spec.Template.Spec
+			vols := map[string]corev1.Volume{}
+			for _, v := range spec.Volumes {
+				vols[v.Name] = v
+			}
+			mounts := map[string]corev1.VolumeMount{}
+			for _, m := range spec.Containers[0].VolumeMounts {
+				mounts[m.MountPath] = m
+			}
+			d, ok := mounts["/data"]
+			if pvc := vols[d.Name].PersistentVolumeClaim; !ok || !d.ReadOnly || pvc == nil || pvc.ClaimName != "sharegpt" || !pvc.ReadOnly {
+				t.Errorf("/data: mount %+v volume %+v, want the sharegpt claim read-only", d, vols[d.Name])
+			}
+			if m, ok := mounts["/docs"]; !ok || !m.ReadOnly || vols[m.Name].ConfigMap == nil || vols[m.Name].ConfigMap.Name != "docs" {
+				t.Errorf("/docs: mount %+v volume %+v, want ConfigMap docs read-only", m, vols[m.Name])
+			}
+		}},
 		{"custom api key env", func(c *Config) { c.APIKey, c.APIKeyEnv = SecretRef{Name: "k"}, "VLLM_KEY" }, func(t *testing.T, j *batchv1.Job) {
 			a := strings.Join(j.Spec.Template.Spec.Containers[0].Args, " ")
 			if !strings.Contains(a, "--api-key-env VLLM_KEY") {

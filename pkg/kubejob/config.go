@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -155,6 +156,10 @@ type Config struct {
 	// to agents as $APIKeyEnv (default DefaultAPIKeyEnv). Empty: none.
 	APIKey    SecretRef
 	APIKeyEnv string
+	// Mounts are read-only volumes in every agent pod: datasets
+	// (ShareGPT, JSONL) and docchat documents, at the path the workload
+	// names.
+	Mounts []Mount
 	// Args are extra agent flags, after the ones Build sets.
 	Args []string
 	// Env is extra environment for the agent container.
@@ -288,6 +293,16 @@ func (c Config) Validate() error {
 			bad("%s key %q: %s", what, s.Key, strings.Join(msgs, "; "))
 		}
 	}
+	for i, m := range c.Mounts {
+		if err := m.validate(); err != nil {
+			bad("mount %d: %v", i, err)
+		}
+		for _, o := range c.Mounts[:i] {
+			if o.Path == m.Path {
+				bad("mount %d: path %s is mounted twice", i, m.Path)
+			}
+		}
+	}
 	if c.PendingTimeout < 0 {
 		bad("pending timeout %v: must be > 0", c.PendingTimeout)
 	}
@@ -351,4 +366,55 @@ func ownerFrom(getenv func(string) string) *metav1.OwnerReference {
 		return nil
 	}
 	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(uid)}
+}
+
+// Kinds of Mount.
+const (
+	MountPVC       = "pvc"
+	MountConfigMap = "configmap"
+	MountSecret    = "secret"
+)
+
+// Mount is a volume mounted read-only in every agent pod.
+type Mount struct {
+	// Kind is MountPVC (a PersistentVolumeClaim, e.g. a ShareGPT file),
+	// MountConfigMap or MountSecret (small files: documents).
+	Kind string
+	// Name is the claim's, ConfigMap's or Secret's name.
+	Name string
+	// Path is where it appears in the agent container; absolute.
+	Path string
+}
+
+// ParseMount parses KIND:NAME:PATH, e.g. pvc:sharegpt:/data.
+func ParseMount(s string) (Mount, error) {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 {
+		return Mount{}, fmt.Errorf("parse mount %q: want KIND:NAME:PATH with KIND pvc, configmap or secret", s)
+	}
+	m := Mount{Kind: parts[0], Name: parts[1], Path: parts[2]}
+	if err := m.validate(); err != nil {
+		return Mount{}, fmt.Errorf("parse mount %q: %w", s, err)
+	}
+	return m, nil
+}
+
+func (m Mount) validate() error {
+	switch m.Kind {
+	case MountPVC, MountConfigMap, MountSecret:
+	default:
+		return fmt.Errorf("kind %q: want %s, %s or %s", m.Kind, MountPVC, MountConfigMap, MountSecret)
+	}
+	if msgs := validation.IsDNS1123Subdomain(m.Name); len(msgs) > 0 {
+		return fmt.Errorf("name %q: %s", m.Name, strings.Join(msgs, "; "))
+	}
+	clean := path.Clean(m.Path)
+	switch {
+	case !path.IsAbs(m.Path) || clean != m.Path:
+		return fmt.Errorf("path %q: want a clean absolute path", m.Path)
+	case clean == "/" || clean == "/tmp" || strings.HasPrefix(clean, "/tmp/") ||
+		clean == TokenDir || strings.HasPrefix(TokenDir, clean+"/") || strings.HasPrefix(clean, TokenDir+"/"):
+		return fmt.Errorf("path %q: clashes with the agent's own mounts (/tmp, %s)", m.Path, TokenDir)
+	}
+	return nil
 }

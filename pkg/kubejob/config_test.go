@@ -105,3 +105,21 @@ func TestParseSecretRef(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMount(t *testing.T) {
+	m, err := ParseMount("pvc:sharegpt:/data/sets")
+	if err != nil || m != (Mount{Kind: MountPVC, Name: "sharegpt", Path: "/data/sets"}) {
+		t.Errorf("ParseMount = %+v, %v", m, err)
+	}
+	for _, bad := range []string{"pvc:sharegpt", "nfs:x:/data", "pvc:Bad_Name:/data", "pvc:x:data", "pvc:x:/data/../etc",
+		"pvc:x:/", "pvc:x:/tmp", "pvc:x:/tmp/d", "secret:x:" + TokenDir, "pvc:x:/var/run/secrets"} {
+		if _, err := ParseMount(bad); err == nil {
+			t.Errorf("ParseMount(%q) accepted", bad)
+		}
+	}
+	cfg := Config{Namespace: "bench", Image: "i", Agents: 1, CoordinatorAddr: "c:1",
+		Mounts: []Mount{{Kind: MountPVC, Name: "a", Path: "/data"}, {Kind: MountConfigMap, Name: "b", Path: "/data"}}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "mounted twice") {
+		t.Errorf("Validate with one path mounted twice: %v", err)
+	}
+}

@@ -169,9 +169,16 @@ func TestAgentsJobRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Documents for the workload, mounted read-only in every agent.
+	docs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "docs"}, Data: map[string]string{"a.txt": "A document."}}
+	if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, docs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	cfg := config(ns, 3)
 	cfg.Spread = corev1.DoNotSchedule
 	cfg.AgentCapacity, cfg.MaxLevel = 10, 30
+	cfg.Mounts = []kubejob.Mount{{Kind: kubejob.MountConfigMap, Name: "docs", Path: "/docs"}}
 	mark(&cfg, func(m *metav1.ObjectMeta) { kubetest.RunFor(m, 2*time.Second) })
 	m := newManager(t, cs, cfg)
 	if err := m.Start(ctx); err != nil {
@@ -230,6 +237,9 @@ func TestAgentsJobRuns(t *testing.T) {
 		}
 		if a := strings.Join(p.Spec.Containers[0].Args, " "); !strings.Contains(a, "--index $(JOB_COMPLETION_INDEX)") || !strings.Contains(a, "--capacity 10") {
 			t.Errorf("pod %s args %q", p.Name, a)
+		}
+		if !slices.ContainsFunc(p.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/docs" && m.ReadOnly }) {
+			t.Errorf("pod %s mounts %+v: no read-only /docs", p.Name, p.Spec.Containers[0].VolumeMounts)
 		}
 	}
 	if len(pods.Items) != 3 || len(nodes) != 3 {
