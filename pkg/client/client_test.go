@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -732,5 +733,37 @@ func TestIdleConnectionClosedByServer(t *testing.T) {
 	}
 	if res := c.Stream(t.Context(), userRequest("hi")); !res.OK() || res.ConnReused {
 		t.Errorf("after Connection: close: ok %t reused %t err %v, want a new connection", res.OK(), res.ConnReused, res.Err)
+	}
+}
+
+// TestStreamOverTLS checks the HTTP/1.1 transport over https://: the
+// handshake, the stream and the connection's reuse.
+func TestStreamOverTLS(t *testing.T) {
+	var cap captured
+	srv := httptest.NewTLSServer(cap.wrap(writeEvents(chunk("a", ""), chunk("b", "stop"), doneEvent)))
+	defer srv.Close()
+	c := mustNew(t, newConfig(srv.URL))
+	if c.h1 == nil || c.h1.tlsConfig == nil {
+		t.Fatal("https:// did not select the HTTP/1.1 transport with TLS")
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	c.h1.tlsConfig.RootCAs = pool // the test server's own certificate
+	for i := range 2 {
+		res := c.Stream(t.Context(), userRequest("hi"))
+		if !res.OK() || res.Text != "ab" {
+			t.Fatalf("request %d: class %q err %v text %q", i, res.Class, res.Err, res.Text)
+		}
+		if res.ConnReused != (i > 0) {
+			t.Errorf("request %d: reused %t", i, res.ConnReused)
+		}
+	}
+	if _, _, _, proto := cap.get(); proto != 1 {
+		t.Errorf("server saw HTTP/%d, want 1", proto)
+	}
+	// A server certificate nobody vouches for is a connect error.
+	other := mustNew(t, newConfig(srv.URL))
+	if res := other.Stream(t.Context(), userRequest("hi")); res.Class != ClassConnect || !strings.Contains(res.Err.Error(), "certificate") {
+		t.Errorf("untrusted server: class %q err %v, want connect and a certificate error", res.Class, res.Err)
 	}
 }
