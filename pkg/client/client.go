@@ -7,7 +7,7 @@
 // instant just before the request is handed to the HTTP transport. HTTP/1.1,
 // the default, has a transport of its own (h1.go) built for thousands of
 // concurrent streams to one host: a connection pool without per-connection
-// goroutines and one read system call per token; HTTP/2 uses net/http's.
+// goroutines, each stream read on its own goroutine; HTTP/2 uses net/http's.
 package client
 
 import (

@@ -767,3 +767,51 @@ func TestStreamOverTLS(t *testing.T) {
 		t.Errorf("untrusted server: class %q err %v, want connect and a certificate error", res.Class, res.Err)
 	}
 }
+
+// rawResponse is a handler that takes the connection over and writes resp
+// as it is, then closes the connection.
+func rawResponse(resp string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString(resp)
+		_ = buf.Flush()
+	}
+}
+
+// TestStreamResponseFraming covers response framings other than chunked:
+// a body that ends when the connection closes (HTTP/1.0 style), a
+// Content-Length body, and an interim 100 Continue before the response.
+func TestStreamResponseFraming(t *testing.T) {
+	events := chunk("a", "") + chunk("b", "stop") + doneEvent
+	tests := []struct {
+		name, resp string
+	}{
+		{"close-delimited", "HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + events},
+		{"content-length", fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(events), events)},
+		{"100 continue first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + events},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(rawResponse(tt.resp))
+			defer srv.Close()
+			c := mustNew(t, newConfig(srv.URL))
+			for i := range 2 {
+				start := time.Now()
+				res := c.Stream(t.Context(), userRequest("hi"))
+				if !res.OK() || res.Text != "ab" || res.ConnReused {
+					t.Fatalf("request %d: class %q err %v text %q reused %t; want ab on a new connection each time",
+						i, res.Class, res.Err, res.Text, res.ConnReused)
+				}
+				// The end of the body must be seen when the server closes,
+				// not after the drain timeout gives up waiting for it.
+				if d := time.Since(start); d >= drainTimeout/2 {
+					t.Errorf("request %d took %v: the connection's end was missed", i, d)
+				}
+			}
+		})
+	}
+}

@@ -21,12 +21,11 @@ import (
 // h1Transport is the HTTP/1.1 path, used unless Config.HTTP2 is set. Each
 // Stream call takes a connection from the pool, writes its request in one
 // system call and reads the response on its own goroutine, with
-// http.ReadResponse parsing the head and the chunked body. net/http's
-// Transport would add, for every request, a hand-off to a writer and a reader
-// goroutine per connection, and for every streamed token a mutex, an extra
-// buffer copy and a wake-up of its reader loop; at thousands of concurrent
-// streams on a small machine those cost more than the parsing itself and
-// show up as client-added latency.
+// http.ReadResponse parsing the head and chunkedBody the body. net/http's
+// Transport would add, for every request, hand-offs to a writer and a reader
+// goroutine that every connection keeps, and for every streamed token a
+// mutex and more buffer layers; at thousands of concurrent streams on a
+// small machine those show up as client-added latency.
 type h1Transport struct {
 	addr      string      // host:port to dial
 	head      []byte      // request line, Host and the fixed headers
@@ -159,27 +158,15 @@ type h1Conn struct {
 	cr     countingReader
 	head   []byte // scratch for request heads
 	reused bool   // it was pooled before the current request: not dialed for it
-	poll   *pollReader
 	chunks chunkedBody
 }
 
-// close ends the connection's reader and closes it. It must not run while a
-// read is in progress; abort is for that.
-func (c *h1Conn) close() {
-	if c.poll != nil {
-		c.poll.end() // releases the descriptor, which Close waits for
-	}
-	_ = c.conn.Close()
-}
+// close closes the connection.
+func (c *h1Conn) close() { _ = c.conn.Close() }
 
-// abort closes the connection from another goroutine, failing the read in
-// progress, if any.
-func (c *h1Conn) abort() {
-	if c.poll != nil {
-		c.poll.closing.Store(true)
-	}
-	_ = c.conn.Close()
-}
+// abort closes the connection from another goroutine, failing the read or
+// write in progress, if any.
+func (c *h1Conn) abort() { _ = c.conn.Close() }
 
 // countingReader counts the bytes read from the connection, so a failure on
 // a reused connection can tell "the server closed it while idle" (nothing
@@ -213,9 +200,6 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 	}
 	c := &h1Conn{conn: conn}
 	c.cr.r = conn
-	if pr, ok := newPollReader(conn); ok {
-		c.cr.r, c.poll = pr, pr
-	}
 	c.br = bufio.NewReaderSize(&c.cr, readBufferSize)
 	return c, nil
 }
@@ -319,9 +303,6 @@ func closedByPeer(err error) bool {
 // is left unread and the request was not cancelled; otherwise it is closed.
 func (x *exchange) finish(eof bool) {
 	if eof && !x.resp.Close && x.c.br.Buffered() == 0 && x.stop() {
-		if x.c.poll != nil {
-			x.c.poll.end()
-		}
 		x.t.pool.put(x.c)
 		return
 	}
