@@ -3,12 +3,15 @@ package kubejob
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestManagerImagePullFake covers what the kwok nodes cannot produce:
@@ -16,7 +19,7 @@ import (
 // on the fake clientset. The Manager must report it as an event and a
 // fatal *Error within seconds.
 func TestManagerImagePullFake(t *testing.T) {
-	cs := fake.NewClientset()
+	cs, watching := watchedClientset()
 	cfg := Config{Namespace: "bench", RunID: "abcde", Image: "registry.invalid/fleetbench:nope", Agents: 1, CoordinatorAddr: "coord:7070"}
 	m, err := NewManager(cs, cfg, hclog.NewNullLogger(), WithCheckInterval(50*time.Millisecond))
 	if err != nil {
@@ -33,6 +36,14 @@ func TestManagerImagePullFake(t *testing.T) {
 	}
 	if _, err := cs.BatchV1().Jobs("bench").Get(ctx, "fleetbench-agents-abcde", metav1.GetOptions{}); err != nil {
 		t.Fatalf("get job: %v", err)
+	}
+	// The fake clientset does not replay to a watch what was created
+	// between the informer's list and its watch: create the pod only once
+	// the pod watch is open.
+	select {
+	case <-watching["pods"]:
+	case <-ctx.Done():
+		t.Fatal("the manager never watched pods")
 	}
 
 	p := pod("u1", "0", waiting("ErrImagePull", `failed to pull image "registry.invalid/fleetbench:nope": not found`))
@@ -92,6 +103,27 @@ func TestManagerJobExists(t *testing.T) {
 	if err := m.Start(t.Context()); !errors.Is(err, ErrJobExists) {
 		t.Errorf("Start = %v, want ErrJobExists", err)
 	}
+}
+
+// watchedClientset is a fake clientset whose channels (by resource: pods,
+// jobs) close when a watch of that resource is open.
+func watchedClientset() (*fake.Clientset, map[string]chan struct{}) {
+	cs := fake.NewClientset()
+	watching := map[string]chan struct{}{"pods": make(chan struct{}), "jobs": make(chan struct{})}
+	var once sync.Map
+	cs.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := cs.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		if err != nil {
+			return false, nil, err
+		}
+		if ch, ok := watching[a.GetResource().Resource]; ok {
+			if _, done := once.LoadOrStore(a.GetResource().Resource, true); !done {
+				close(ch)
+			}
+		}
+		return true, w, nil
+	})
+	return cs, watching
 }
 
 func next(t *testing.T, ctx context.Context, ch <-chan Event) Event {
