@@ -42,7 +42,9 @@ func median(ds []time.Duration) time.Duration {
 // tests do not steal the CPU from the timing. The server records when it
 // really flushed each token; an attempt in which the server itself missed
 // its script by more than half a millisecond (a busy machine) is retried, so
-// the assertions judge the client's measurement, not the scheduler.
+// the assertions judge the client's measurement, not the scheduler; so is an
+// on-time attempt that the client saw late, which a busy machine also
+// causes now and then, while a systematic error misses in every attempt.
 func TestStreamTimings(t *testing.T) {
 	const (
 		tol      = time.Millisecond
@@ -57,7 +59,8 @@ func TestStreamTimings(t *testing.T) {
 	if res := c.Stream(t.Context(), userRequest("warm")); !res.OK() {
 		t.Fatalf("warm-up request failed: %v", res.Err)
 	}
-	for attempt := 1; ; attempt++ {
+	var problems []string // the last on-time attempt's
+	for attempt := 1; attempt <= attempts; attempt++ {
 		res := c.Stream(t.Context(), userRequest("hi"))
 		if !res.OK() {
 			t.Fatalf("Stream: class %q err %v", res.Class, res.Err)
@@ -73,55 +76,66 @@ func TestStreamTimings(t *testing.T) {
 		t.Logf("attempt %d: TTFB %v TTFT %v E2E %v median ITL %v TPOT %v (server late by up to %v)",
 			attempt, res.TTFB, res.TTFT, res.E2E, median(res.ITL), res.TPOT(), late)
 		if late > slack {
-			if attempt == attempts {
-				t.Skipf("the server missed its script by %v in %d attempts; machine too busy to judge timing", late, attempts)
-			}
 			continue
 		}
-		checkTimings(t, s, res, tol)
-		return
+		// On time: the measurement must match. A machine busy with other
+		// tests (make test runs packages in parallel) may still wake the
+		// client late once in a while, so a miss is retried; a systematic
+		// error misses every time.
+		if problems = timingProblems(s, sent, res, tol); len(problems) == 0 {
+			return
+		}
+		t.Logf("attempt %d off: %s", attempt, strings.Join(problems, "; "))
 	}
+	if problems == nil {
+		t.Skipf("the server missed its script in all %d attempts; machine too busy to judge timing", attempts)
+	}
+	t.Errorf("no on-time attempt of %d measured within %v; the last: %s", attempts, tol, strings.Join(problems, "; "))
 }
 
-func checkTimings(t *testing.T, s *script, res *Result, tol time.Duration) {
-	t.Helper()
+// timingProblems lists how res differs from the script s (whose flushes
+// were at sent) by more than tol, or from what the script sent.
+func timingProblems(s *script, sent []time.Time, res *Result, tol time.Duration) []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
 	if !res.ConnReused {
-		t.Errorf("ConnReused = false, want a pooled connection")
+		add("ConnReused = false, want a pooled connection")
 	}
 	wantE2E := s.First + time.Duration(s.Tokens-1)*s.Gap
 	if d := abs(res.TTFT - s.First); d > tol {
-		t.Errorf("TTFT = %v, script %v (off by %v > %v)", res.TTFT, s.First, d, tol)
+		add("TTFT = %v, script %v (off by %v > %v)", res.TTFT, s.First, d, tol)
 	}
 	if d := abs(res.E2E - wantE2E); d > tol {
-		t.Errorf("E2E = %v, script %v (off by %v > %v)", res.E2E, wantE2E, d, tol)
+		add("E2E = %v, script %v (off by %v > %v)", res.E2E, wantE2E, d, tol)
 	}
 	if len(res.ITL) != s.Tokens-1 {
-		t.Fatalf("len(ITL) = %d, want %d", len(res.ITL), s.Tokens-1)
+		add("len(ITL) = %d, want %d", len(res.ITL), s.Tokens-1)
+		return p
 	}
 	if d := abs(median(res.ITL) - s.Gap); d > tol {
-		t.Errorf("median ITL = %v, script %v (off by %v > %v)", median(res.ITL), s.Gap, d, tol)
+		add("median ITL = %v, script %v (off by %v > %v)", median(res.ITL), s.Gap, d, tol)
 	}
 	if d := abs(res.TPOT() - s.Gap); d > tol {
-		t.Errorf("TPOT = %v, script %v", res.TPOT(), s.Gap)
+		add("TPOT = %v, script %v", res.TPOT(), s.Gap)
 	}
 	if res.TTFB <= 0 || res.TTFB >= res.TTFT-s.First/2 {
-		t.Errorf("TTFB = %v, want the role chunk's early arrival (before %v)", res.TTFB, res.TTFT-s.First/2)
+		add("TTFB = %v, want the role chunk's early arrival (before %v)", res.TTFB, res.TTFT-s.First/2)
 	}
 	// One clock on both sides: the client must see each token within the
 	// tolerance of the server's flush.
-	sent, _ := s.observed()
 	if d := abs(res.Start.Add(res.TTFT).Sub(sent[0])); d > tol {
-		t.Errorf("first token seen %v away from its flush", d)
+		add("first token seen %v away from its flush", d)
 	}
 	if d := abs(res.Start.Add(res.E2E).Sub(sent[len(sent)-1])); d > tol {
-		t.Errorf("end seen %v away from the last flush", d)
+		add("end seen %v away from the last flush", d)
 	}
 	if res.OutputTokens != s.Tokens || !res.UsageReported || res.PromptTokens != 10 || res.CachedTokens != 4 {
-		t.Errorf("usage = out %d prompt %d cached %d reported %t", res.OutputTokens, res.PromptTokens, res.CachedTokens, res.UsageReported)
+		add("usage = out %d prompt %d cached %d reported %t", res.OutputTokens, res.PromptTokens, res.CachedTokens, res.UsageReported)
 	}
 	if res.FinishReason != openai.FinishLength || res.Text != strings.Repeat(" tok", s.Tokens) {
-		t.Errorf("finish %q text %q", res.FinishReason, res.Text)
+		add("finish %q text %q", res.FinishReason, res.Text)
 	}
+	return p
 }
 
 // hijackReset sends headers and one chunk, then resets the connection.
