@@ -3,18 +3,13 @@ package load
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/fleetbench/fleetbench/pkg/hdr"
 )
 
 // epollConn is one session of benchEpoll.
@@ -33,29 +28,16 @@ type epollConn struct {
 // What it measures is the machine: kernel loopback TCP for both sides and the
 // scripted server. Run it with FLEETBENCH_BENCH_CLIENT=epoll.
 func benchEpoll(b *testing.B, sessions int) {
-	const (
-		rampUp  = 4 * time.Second
-		warmUp  = 8 * time.Second
-		measure = 10 * time.Second
-	)
-	TuneGC()
-	raw, _, pid := startServer(b)
-	ap, err := netip.ParseAddrPort(strings.TrimPrefix(raw, "http://"))
+	f := newFloorRun(b)
+	ap, err := netip.ParseAddrPort(f.addr)
 	if err != nil {
 		b.Fatal(err)
 	}
 	sa := &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-	body := strings.Repeat("x", 12<<10)
-	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", ap, len(body), body))
+	req := f.req
 
 	ctx, cancel := context.WithCancel(b.Context())
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		added     = hdr.Default.New()
-		measuring atomic.Bool
-		requests  atomic.Int64
-	)
+	var wg sync.WaitGroup
 	loops := max(runtime.GOMAXPROCS(0), 1)
 	eps := make([]int, loops)
 	conns := make([]map[int32]*epollConn, loops)
@@ -123,12 +105,7 @@ func benchEpoll(b *testing.B, sessions int) {
 					}
 				}
 				if !c.head && bytes.HasSuffix(c.tail, []byte("\r\n0\r\n\r\n")) {
-					if measuring.Load() {
-						requests.Add(1)
-						mu.Lock()
-						added.Record(max(c.first.Sub(c.start)-benchFirstToken, 0))
-						mu.Unlock()
-					}
+					f.record(c.first.Sub(c.start))
 					send(c)
 				}
 			}
@@ -179,5 +156,5 @@ func benchEpoll(b *testing.B, sessions int) {
 		send(c)
 	}
 	time.Sleep(warmUp - rampUp)
-	measureFloor(b, pid, measure, &measuring, &requests, &mu, added)
+	f.measure(b)
 }

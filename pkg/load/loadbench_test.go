@@ -365,12 +365,15 @@ func BenchmarkClosedLoop(b *testing.B) {
 	}
 }
 
+// The load benchmarks' schedule: sessions start over rampUp, the
+// measurement window opens at warmUp (ramp-up included) and lasts measure.
+const (
+	rampUp  = 4 * time.Second
+	warmUp  = 8 * time.Second
+	measure = 10 * time.Second
+)
+
 func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
-	const (
-		rampUp  = 4 * time.Second
-		warmUp  = 8 * time.Second // window 0, ramp-up included
-		measure = 10 * time.Second
-	)
 	// The collector's target fleetbench's commands run with (GOGC wins).
 	TuneGC()
 	raw, base, pid := startServer(b)
@@ -519,24 +522,9 @@ func benchConnCap(n int) int {
 // loopback TCP work for both sides (a data segment and an ACK per token) and
 // Go's poller and scheduler. Run it with FLEETBENCH_BENCH_CLIENT=floor.
 func benchFloor(b *testing.B, sessions int) {
-	const (
-		rampUp  = 4 * time.Second
-		warmUp  = 8 * time.Second
-		measure = 10 * time.Second
-	)
-	TuneGC()
-	raw, _, pid := startServer(b)
-	addr := strings.TrimPrefix(raw, "http://")
-	body := strings.Repeat("x", 12<<10)
-	req := []byte(fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body))
+	f := newFloorRun(b)
 	ctx, cancel := context.WithCancel(b.Context())
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		added     = hdr.Default.New()
-		measuring atomic.Bool
-		requests  atomic.Int64
-	)
+	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -548,7 +536,7 @@ func benchFloor(b *testing.B, sessions int) {
 			case <-ctx.Done():
 				return
 			}
-			c, err := net.Dial("tcp", addr)
+			c, err := net.Dial("tcp", f.addr)
 			if err != nil {
 				b.Error(err)
 				return
@@ -558,7 +546,7 @@ func benchFloor(b *testing.B, sessions int) {
 			br := bufio.NewReaderSize(c, 2<<10)
 			for ctx.Err() == nil {
 				start := time.Now()
-				if _, err := c.Write(req); err != nil {
+				if _, err := c.Write(f.req); err != nil {
 					return
 				}
 				var first time.Time
@@ -581,38 +569,65 @@ func benchFloor(b *testing.B, sessions int) {
 				if _, err := br.ReadSlice('\n'); err != nil {
 					return
 				}
-				if measuring.Load() {
-					requests.Add(1)
-					mu.Lock()
-					added.Record(max(first.Sub(start)-benchFirstToken, 0))
-					mu.Unlock()
-				}
+				f.record(first.Sub(start))
 			}
 		})
 	}
 	time.Sleep(warmUp)
-	measureFloor(b, pid, measure, &measuring, &requests, &mu, added)
+	f.measure(b)
 }
 
-// measureFloor opens a floor client's measurement window for d, then
-// reports its figures, named as benchClosedLoop names them: added TTFT from
-// added (guarded by mu), requests counted while measuring was set, and both
-// processes' CPU per request.
-func measureFloor(b *testing.B, pid int, d time.Duration, measuring *atomic.Bool, requests *atomic.Int64, mu *sync.Mutex, added *hdr.Histogram) {
-	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
-	measuring.Store(true)
-	time.Sleep(d)
-	measuring.Store(false)
-	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
-	n := requests.Load()
+// floorRun is what the floor clients share: the scripted server, a request
+// with a body as large as the workload's, and the added TTFT of the turns
+// that end in the measurement window.
+type floorRun struct {
+	addr      string
+	pid       int
+	req       []byte
+	measuring atomic.Bool
+	requests  atomic.Int64
+	mu        sync.Mutex
+	added     *hdr.Histogram
+}
+
+func newFloorRun(b *testing.B) *floorRun {
+	TuneGC()
+	raw, _, pid := startServer(b)
+	f := &floorRun{addr: strings.TrimPrefix(raw, "http://"), pid: pid, added: hdr.Default.New()}
+	body := strings.Repeat("x", 12<<10)
+	f.req = fmt.Appendf(nil, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", f.addr, len(body), body)
+	return f
+}
+
+// record counts a turn whose first token came ttft after its send, when the
+// window is open; safe for concurrent use.
+func (f *floorRun) record(ttft time.Duration) {
+	if !f.measuring.Load() {
+		return
+	}
+	f.requests.Add(1)
+	f.mu.Lock()
+	f.added.Record(max(ttft-benchFirstToken, 0))
+	f.mu.Unlock()
+}
+
+// measure opens the window for measure, then reports the figures, named as
+// benchClosedLoop names them.
+func (f *floorRun) measure(b *testing.B) {
+	cpu0, srvCPU0, t0 := cpuTime(), procCPU(f.pid), time.Now()
+	f.measuring.Store(true)
+	time.Sleep(measure)
+	f.measuring.Store(false)
+	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(f.pid)-srvCPU0, time.Since(t0)
+	n := f.requests.Load()
 	if n == 0 {
 		b.Fatal("no request completed in the measurement window")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	b.ReportMetric(ms(added.Percentile(50)), "ttft-added-p50-ms")
-	b.ReportMetric(ms(added.Percentile(99)), "ttft-added-p99-ms")
-	b.ReportMetric(ms(added.Percentile(99.9)), "ttft-added-p99.9-ms")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b.ReportMetric(ms(f.added.Percentile(50)), "ttft-added-p50-ms")
+	b.ReportMetric(ms(f.added.Percentile(99)), "ttft-added-p99-ms")
+	b.ReportMetric(ms(f.added.Percentile(99.9)), "ttft-added-p99.9-ms")
 	b.ReportMetric(cpu.Seconds()/float64(n)*1000, "cpu-s/1k-req")
 	b.ReportMetric(srvCPU.Seconds()/float64(n)*1000, "server-cpu-s/1k-req")
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "req/s")
