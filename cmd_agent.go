@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/fleetbench/fleetbench/agent"
-	"github.com/fleetbench/fleetbench/pkg/client"
 )
 
 func (c *cli) cmdAgent(ctx context.Context, args []string) error {
@@ -40,7 +37,7 @@ func (c *cli) cmdAgent(ctx context.Context, args []string) error {
 	a, err := agent.New(agent.Config{
 		ID: *id, Index: *index, Capacity: *capacity, Version: version, Coordinator: *addr,
 		Token: token, CAFile: *caFile, ServerName: *serverName,
-	}, specBuilder(c.logger, *apiKeyEnv, *endpoint), c.logger)
+	}, agent.ClientBuilder(c.logger, *apiKeyEnv, *endpoint), c.logger)
 	if err != nil {
 		return err
 	}
@@ -51,29 +48,3 @@ func (c *cli) cmdAgent(ctx context.Context, args []string) error {
 	return err
 }
 
-// specBuilder builds an agent's target from the coordinator's spec with
-// pkg/client and pkg/workload (the whole workload: see workloadParams); the
-// API key comes from this process's environment, never over the wire.
-func specBuilder(logger hclog.Logger, apiKeyEnv, endpoint string) agent.Builder {
-	return func(_ context.Context, spec agent.Spec) (agent.Target, error) {
-		wcfg, err := workloadConfig(spec.Workload, spec.Seed, spec.MaxTokens, spec.Params)
-		if err != nil {
-			return agent.Target{}, err
-		}
-		src, err := newWorkloadSource(wcfg, logger)
-		if err != nil {
-			return agent.Target{}, fmt.Errorf("build workload: %w", err)
-		}
-		ep := endpoint
-		if ep == "" {
-			ep = spec.Params[paramEndpoint]
-		}
-		cl, err := client.New(client.Config{
-			BaseURL: spec.Target, Model: spec.Model, MaxTokens: spec.MaxTokens, APIKeyEnv: apiKeyEnv, Endpoint: ep,
-		}, logger)
-		if err != nil {
-			return agent.Target{}, fmt.Errorf("create client: %w", err)
-		}
-		return agent.Target{Source: src, Streamer: cl, Close: func() error { cl.Close(); return nil }}, nil
-	}
-}

@@ -14,7 +14,6 @@ import (
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
-	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -120,18 +119,15 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stderr, "coordinator:", err)
 		return errUsage
 	}
-	minT, maxT, err := sweep.ParseTurns(*turns)
+	tr, err := workload.ParseTurns(*turns)
 	if err != nil {
 		fmt.Fprintln(c.stderr, "coordinator:", err)
 		return errUsage
 	}
 	wcfg := workload.Config{
-		Kind: *wl, Path: *dataset, Seed: *seed, MaxTokens: *maxTokens, Think: thinkTime,
-		Documents: *documents, PromptTokens: *promptTokens, MinTurns: minT, MaxTurns: maxT,
+		Kind: *wl, Dataset: *dataset, Seed: *seed, MaxTokens: *maxTokens, Think: thinkTime,
+		Documents: *documents, PromptTokens: *promptTokens, Turns: tr, SessionHeader: *sessionHeader,
 		MaxConversations: *maxConvs, MinMessages: *minMessages,
-	}
-	if *wl == workload.KindShareGPT {
-		wcfg.MinTurns = 0 // turns only cap sharegpt conversations
 	}
 	if (*umURL == "") != (*umModel == "") {
 		fmt.Fprintln(c.stderr, "coordinator: --user-model-url and --user-model go together")
@@ -146,7 +142,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	}
 	cfg := coordinator.Config{
 		Agents: *agents, Window: *window, OnLoss: policy, OutDir: *out,
-		Spec:              fleetSpec(*target, *model, "", *sessionHeader, wcfg),
+		Spec:              coordinator.Spec{Target: *target, Model: *model, Workload: wcfg},
 		HeartbeatInterval: *hb, HeartbeatTimeout: *hbTimeout, Grace: *grace, JoinTimeout: *joinTimeout,
 	}
 	for _, l := range lv {
@@ -246,7 +242,7 @@ func writeStages(c *cli, res *coordinator.Result, cfg coordinator.Config, out st
 		}
 		facts := result.Facts{
 			Duration: dur, MaxConcurrency: s.Level, RequestRate: s.RequestRate, Model: cfg.Spec.Model,
-			Target: cfg.Spec.Target, Workload: cfg.Spec.Workload, Version: version, Start: start, End: end, Label: s.Mode,
+			Target: cfg.Spec.Target, Workload: cfg.Spec.Workload.Kind, Version: version, Start: start, End: end, Label: s.Mode,
 		}
 		if s.RequestRate > 0 {
 			facts.MaxConcurrency = 0

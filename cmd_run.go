@@ -578,23 +578,24 @@ func (c *cli) newSource(f *runFlags, logger hclog.Logger) (workload.Source, erro
 	lo, hi, _ := parseTurns(f.turns)
 	wcfg := workload.Config{
 		Kind:             f.kind,
-		Path:             f.dataset,
+		Dataset:          f.dataset,
+		SessionHeader:    f.sessionHeader,
+		MaxTokens:        f.maxTokens,
 		Seed:             f.seed,
 		Think:            f.think,
 		Documents:        f.documents,
 		PromptTokens:     f.promptTokens,
-		MinTurns:         lo,
-		MaxTurns:         hi,
+		Turns:            workload.Turns{Min: lo, Max: hi},
 		MaxConversations: f.maxConvs,
 		MinMessages:      f.minMessages,
 	}
 	if f.kind == workload.KindShareGPT && !f.turnsSet {
-		wcfg.MaxTurns = 0 // the default range is docchat's; take every turn
+		wcfg.Turns = workload.Turns{} // the default range is docchat's; take every turn
 	}
 	if f.userModelURL != "" {
 		wcfg.UserModel = &workload.UserModelConfig{URL: f.userModelURL, Model: f.userModel, APIKeyEnv: f.userModelKeyEnv}
 	}
-	return newWorkloadSource(wcfg, logger)
+	return workload.Open(wcfg, logger)
 }
 
 // watch moves the engine to the measurement window at origin and reports
@@ -805,8 +806,9 @@ func (c *cli) runAgents(ctx context.Context, f *runFlags) error {
 	logger.Info("run starting", "target", redactURL(target), "model", f.model, "workload", src.Name(), "agents", f.agents,
 		"concurrency", f.concurrency, "request_rate", f.requestRate, "warmup", f.warmup, "duration", f.duration)
 	res, runErr := runFleet(ctx, quiet(logger.Named("fleet")), fleetConfig{
-		Agents: f.agents, Stages: []coordinator.Stage{stage}, Client: ccfg, Source: src, Seed: f.seed,
-		MaxTokens: f.maxTokens, SessionHeader: f.sessionHeader, EngineOptions: engOpts, Observe: observe,
+		Agents: f.agents, Stages: []coordinator.Stage{stage}, Client: ccfg, Source: src,
+		Workload: workload.Config{Seed: f.seed, MaxTokens: f.maxTokens, SessionHeader: f.sessionHeader},
+		EngineOptions: engOpts, Observe: observe,
 	})
 	interrupted := ctx.Err() != nil
 	if runErr != nil && !interrupted {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/coordinator"
@@ -25,6 +26,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 // simSettings is the optional `sim:` section of a sweep file: the built-in
@@ -71,10 +73,10 @@ type sweepFlags struct {
 // unless --listen says otherwise: the port of the coordinator's Service.
 const defaultKubeListen = ":7070"
 
-func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+func (c *cli) sweepFlagSet(f *sweepFlags) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.StringVar(&f.file, "f", "", "sweep spec file (YAML); flags override it")
+	fs.StringVarP(&f.file, "file", "f", "", "sweep spec file (YAML); flags override it")
 	fs.StringVar(&f.resume, "resume", "", "continue the interrupted sweep in `DIR` (its spec is read from DIR/"+sweeprun.SpecFile+" unless -f is given)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plan, the number of switches and the estimated duration, and exit")
 	fs.BoolVar(&f.noRestore, "no-restore", false, "leave the target in the last mode swept instead of restoring the mode it had before")
@@ -90,7 +92,9 @@ func (c *cli) sweepFlagSet(f *sweepFlags) *flag.FlagSet {
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --remote-agents: file holding the agents' shared token (default: $"+tokenEnv+")")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", coordinator.DefaultJoinTimeout, "with --remote-agents or --kube-agents: how long to wait for the agents")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR`/metrics (e.g. :9090; empty: none)")
-	f.kube = addKubeFlags(fs)
+	kfs := flag.NewFlagSet("kube", flag.ContinueOnError)
+	f.kube = addKubeFlags(kfs)
+	fs.AddGoFlagSet(kfs)
 	sweep.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: fleetbench sweep -f sweep.yaml [flags]\n"+
@@ -111,7 +115,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 	var f sweepFlags
 	fs := c.sweepFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
 		return errUsage
@@ -221,7 +225,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 // then the flags over it, then the simulator defaults when the sweep runs
 // against the built-in simulator. The simulator settings are nil
 // otherwise. The spec is validated.
-func (c *cli) sweepSpec(fs *flag.FlagSet, f *sweepFlags) (*sweep.Spec, *simSettings, error) {
+func (c *cli) sweepSpec(fs *pflag.FlagSet, f *sweepFlags) (*sweep.Spec, *simSettings, error) {
 	path := f.file
 	if path == "" && f.resume != "" {
 		path = filepath.Join(f.resume, sweeprun.SpecFile)
@@ -405,7 +409,7 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	if err != nil {
 		return err
 	}
-	src, err := newWorkloadSource(wcfg, logger)
+	src, err := workload.Open(wcfg, logger)
 	if err != nil {
 		return err
 	}
@@ -420,8 +424,7 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 		logger:  quiet(logger.Named("fleet")),
 		metrics: sm,
 		fc: fleetConfig{
-			Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src, Seed: spec.Workload.Seed,
-			MaxTokens: spec.Workload.MaxTokens, SessionHeader: spec.Workload.SessionHeader,
+			Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
 			Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg,
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"google.golang.org/protobuf/encoding/prototext"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/pkg/openai"
 	"github.com/fleetbench/fleetbench/pkg/testcert"
+	"github.com/fleetbench/fleetbench/pkg/wire"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -84,17 +86,17 @@ func testSweepWithRemoteAgents(t *testing.T, tls bool) {
 func TestRemoteAgentRunsTheSameConversations(t *testing.T) {
 	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
 	wcfg := workload.Config{
-		Kind: workload.KindDocChat, Seed: 42, MaxTokens: 24, Documents: 3, PromptTokens: 700, MinTurns: 2, MaxTurns: 5,
+		Kind: workload.KindDocChat, Seed: 42, MaxTokens: 24, Documents: 3, PromptTokens: 700, Turns: workload.Turns{Min: 2, Max: 5}, SessionHeader: "X-Session",
 		Think: workload.ThinkTime{Kind: workload.ThinkExp, Mean: 1500 * time.Millisecond},
 	}
 	local, err := workload.New(wcfg, hclog.NewNullLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := fleetSpec("http://target.test", "m", "", "X-Session", wcfg)
-	tgt, err := specBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
-		Target: cs.Target, Model: cs.Model, Workload: cs.Workload, Seed: cs.Seed, MaxTokens: cs.MaxTokens,
-		SessionHeader: cs.SessionHeader, Params: cs.Params,
+	// The workload travels as the agents receive it: through the wire.
+	wired := wire.WorkloadToProto(wcfg)
+	tgt, err := agent.ClientBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
+		Target: "http://target.test", Model: "m", Workload: wire.WorkloadFromProto(wired),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,10 +133,7 @@ func TestRemoteAgentRunsTheSameConversations(t *testing.T) {
 		t.Errorf("only %d turns compared", turns)
 	}
 	// The spec carries every setting the workload is built from.
-	back, err := workloadConfig(cs.Workload, cs.Seed, cs.MaxTokens, cs.Params)
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := wire.WorkloadFromProto(wired)
 	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", wcfg) {
 		t.Errorf("workload config round trip:\n got %+v\nwant %+v", back, wcfg)
 	}
@@ -161,14 +160,14 @@ func TestRemoteAgentAsksTheUserModel(t *testing.T) {
 		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
 	}))
 	defer um.Close()
-	wcfg := workload.Config{Kind: workload.KindDocChat, Seed: 3, MaxTokens: 24, Documents: 2, PromptTokens: 500, MinTurns: 3, MaxTurns: 3,
+	wcfg := workload.Config{Kind: workload.KindDocChat, Seed: 3, MaxTokens: 24, Documents: 2, PromptTokens: 500, Turns: workload.Turns{Min: 3, Max: 3},
 		UserModel: &workload.UserModelConfig{URL: um.URL, Model: "user-sim", APIKeyEnv: "FLEETBENCH_TEST_USER_KEY"}}
-	cs := fleetSpec("http://target.test", "m", "", "", wcfg)
-	if strings.Contains(fmt.Sprint(cs.Params), "user-model-key-1234") {
-		t.Fatalf("the spec carries the user model's key: %v", cs.Params)
+	wired := wire.WorkloadToProto(wcfg)
+	if strings.Contains(prototext.Format(wired), "user-model-key-1234") {
+		t.Fatalf("the spec carries the user model's key: %v", wired)
 	}
-	tgt, err := specBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
-		Target: cs.Target, Model: cs.Model, Workload: cs.Workload, Seed: cs.Seed, MaxTokens: cs.MaxTokens, Params: cs.Params,
+	tgt, err := agent.ClientBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
+		Target: "http://target.test", Model: "m", Workload: wire.WorkloadFromProto(wired),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -34,12 +34,8 @@ type fleetConfig struct {
 	// are the target's.
 	Client client.Config
 	// Source is the conversations, shared by every agent (a Source is safe
-	// for concurrent use). Seed, MaxTokens and SessionHeader go to the
-	// agents' engines through the coordinator's spec.
-	Source        workload.Source
-	Seed          int64
-	MaxTokens     int
-	SessionHeader string
+	// for concurrent use).
+	Source workload.Source
 	// EngineOptions are added to every agent's load engine (single turn,
 	// ramp-up). They must not set an observer: the agent owns it.
 	EngineOptions []load.Option
@@ -49,8 +45,9 @@ type fleetConfig struct {
 	Observe func(*record.Sample)
 	// OutDir, when set, receives the coordinator's window-<id>.json files.
 	OutDir string
-	// Workload, when its Kind is set, goes to the agents in the
-	// coordinator's spec: remote agents build Source from it.
+	// Workload goes to the agents in the coordinator's spec: remote agents
+	// build Source from it, and every agent's engine takes its seed,
+	// output cap and session header.
 	Workload workload.Config
 	// Endpoint is the target's endpoint for remote agents (chat or
 	// completions; "" for the agents' default).
@@ -158,15 +155,7 @@ func runFleet(ctx context.Context, logger hclog.Logger, fc fleetConfig) (*coordi
 // coordinatorConfig is the coordinator's configuration for fc, less the
 // number of agents.
 func (fc fleetConfig) coordinatorConfig() coordinator.Config {
-	spec := coordinator.Spec{
-		Target: fc.Client.BaseURL, Model: fc.Client.Model, Seed: fc.Seed, MaxTokens: fc.MaxTokens, SessionHeader: fc.SessionHeader,
-	}
-	if fc.Source != nil {
-		spec.Workload = fc.Source.Name()
-	}
-	if fc.Workload.Kind != "" {
-		spec = fleetSpec(fc.Client.BaseURL, fc.Client.Model, fc.Endpoint, fc.SessionHeader, fc.Workload)
-	}
+	spec := coordinator.Spec{Target: fc.Client.BaseURL, Model: fc.Client.Model, Endpoint: fc.Endpoint, Workload: fc.Workload}
 	return coordinator.Config{
 		Spec: spec, Stages: fc.Stages, Window: fc.Window, OutDir: fc.OutDir, StartDelay: 200 * time.Millisecond,
 		BeforeStage: fc.BeforeStage, OnWindowClosed: fc.OnWindowClosed, OnStageDone: fc.OnStageDone, OnReport: fc.OnReport,

@@ -422,8 +422,8 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 		return nil, fmt.Errorf("build target: %w", err)
 	}
 	cfg := load.Config{
-		Concurrency: asg.Concurrency, MaxTokens: asg.Spec.MaxTokens,
-		SessionHeader: asg.Spec.SessionHeader, Seed: asg.Spec.Seed,
+		Concurrency: asg.Concurrency, MaxTokens: asg.Spec.Workload.MaxTokens,
+		SessionHeader: asg.Spec.Workload.SessionHeader, Seed: asg.Spec.Workload.Seed,
 	}
 	if asg.Rate > 0 {
 		// Open loop: the level caps the conversations in flight, and this

@@ -109,13 +109,12 @@ func (c Config) Validate() error {
 // Spec is the workload and target of an assignment, as the coordinator
 // sent it.
 type Spec struct {
-	Target        string
-	Model         string
-	Workload      string
-	Seed          int64
-	MaxTokens     int
-	SessionHeader string
-	Params        map[string]string
+	Target string
+	Model  string
+	// Endpoint is "chat" or "completions" ("": chat).
+	Endpoint string
+	// Workload is the whole workload, seed and output cap included.
+	Workload workload.Config
 }
 
 // Assignment is what the coordinator asks this agent to run.

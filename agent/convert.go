@@ -9,6 +9,7 @@ import (
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/wire"
 )
 
 // Conversion between the generated protocol types and the domain types.
@@ -131,8 +132,8 @@ func responseFromPB(m *pb.ConnectResponse) (any, error) {
 		return Assignment{
 			Epoch: a.GetEpoch(), Stage: int(a.GetStage()), Index: int(a.GetIndex()), Members: members,
 			Spec: Spec{
-				Target: s.GetTarget(), Model: s.GetModel(), Workload: s.GetWorkload(), Seed: s.GetSeed(),
-				MaxTokens: int(s.GetMaxTokens()), SessionHeader: s.GetSessionHeader(), Params: s.GetParams(),
+				Target: s.GetTarget(), Model: s.GetModel(), Endpoint: s.GetEndpoint(),
+				Workload: wire.WorkloadFromProto(s.GetWorkload()),
 			},
 			Concurrency: int(a.GetConcurrency()), Level: int(a.GetLevel()), Rate: a.GetRequestRate(),
 			Mode: a.GetMode(), Restart: restart, Limit: int(a.GetConversationLimit()), TakeOver: takeOver,

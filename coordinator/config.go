@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 // Defaults of Config's optional fields.
@@ -58,16 +59,15 @@ const (
 var ErrAgentLost = errors.New("agent lost")
 
 // Spec is the workload and target every agent runs; the coordinator passes
-// it through to agents unchanged.
+// it through to agents unchanged. It holds no secret: API keys are named by
+// environment variables each agent reads.
 type Spec struct {
-	Target        string
-	Model         string
-	Workload      string
-	Seed          int64
-	MaxTokens     int
-	SessionHeader string
-	// Params carries workload- and engine-specific settings by flag name.
-	Params map[string]string
+	Target string
+	Model  string
+	// Endpoint is "chat" or "completions" ("": chat).
+	Endpoint string
+	// Workload is the whole workload, seed and output cap included.
+	Workload workload.Config
 }
 
 // Stage is one level of a run: a warm-up window, then measured windows.

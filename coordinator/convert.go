@@ -10,6 +10,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/wire"
 )
 
 // Conversion between the generated protocol types and the domain types.
@@ -139,8 +140,8 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Assignment{Assignment: &pb.Assignment{
 			Epoch: m.Epoch, Index: int32(m.Index), Members: members,
 			Spec: &pb.RunSpec{
-				Target: m.Spec.Target, Model: m.Spec.Model, Workload: m.Spec.Workload, Seed: m.Spec.Seed,
-				MaxTokens: int32(m.Spec.MaxTokens), SessionHeader: m.Spec.SessionHeader, Params: m.Spec.Params,
+				Target: m.Spec.Target, Model: m.Spec.Model, Endpoint: m.Spec.Endpoint,
+				Workload: wire.WorkloadToProto(m.Spec.Workload),
 			},
 			Concurrency: int32(m.Concurrency), Level: int32(m.Level), RequestRate: m.Rate, Mode: m.Mode,
 			RestartConversations: restart, Stage: uint32(m.Stage), ConversationLimit: int64(m.Limit),

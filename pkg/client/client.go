@@ -133,11 +133,14 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 		logger = hclog.NewNullLogger()
 	}
 	creds := &credentials{header: make(http.Header, len(cfg.Headers)+1)}
-	if cfg.APIKeyEnv != "" {
-		key, ok := os.LookupEnv(cfg.APIKeyEnv)
-		if !ok || key == "" {
-			return nil, fmt.Errorf("read api key: environment variable %s is not set", cfg.APIKeyEnv)
-		}
+	// An unset variable means "no key": servers without authentication
+	// (the simulator, a local vLLM) need none. One warning says which
+	// variable to set should the server answer 401.
+	key := os.Getenv(cfg.APIKeyEnv)
+	if cfg.APIKeyEnv != "" && key == "" {
+		logger.Warn("api key variable is not set; sending no key", "env", cfg.APIKeyEnv)
+	}
+	if key != "" {
 		creds.key = key
 		creds.header.Set("Authorization", "Bearer "+key)
 		creds.secrets = append(creds.secrets, key)

@@ -526,11 +526,31 @@ func TestHeaderSecretsRedacted(t *testing.T) {
 	}
 }
 
-func TestNewRequiresKeyEnv(t *testing.T) {
-	cfg := newConfig("http://127.0.0.1:1")
+func TestUnsetKeyEnvSendsNoKey(t *testing.T) {
+	var auth atomic.Value
+	auth.Store("unseen")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	cfg := newConfig(srv.URL)
 	cfg.APIKeyEnv = "FLEETBENCH_TEST_KEY_UNSET"
-	if _, err := New(cfg, nil); err == nil {
-		t.Fatal("New succeeded without the key variable")
+	var logs strings.Builder
+	c, err := New(cfg, hclog.New(&hclog.LoggerOptions{Output: &logs}))
+	if err != nil {
+		t.Fatalf("New with an unset key variable: %v", err)
+	}
+	defer c.Close()
+	if res := c.Stream(t.Context(), &Request{Prompt: "x"}); !res.OK() {
+		t.Fatalf("stream: %v", res.Err)
+	}
+	if got := auth.Load().(string); got != "" {
+		t.Errorf("Authorization %q, want none", got)
+	}
+	if !strings.Contains(logs.String(), "FLEETBENCH_TEST_KEY_UNSET") {
+		t.Errorf("no warning naming the variable: %q", logs.String())
 	}
 }
 

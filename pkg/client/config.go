@@ -30,6 +30,10 @@ const (
 // depends on them, so ExtraBody may not replace them.
 var reservedBodyKeys = []string{"messages", "prompt", "stream"}
 
+// DefaultAPIKeyEnv is the environment variable every command reads the
+// API key from unless told otherwise: the OpenAI clients' own.
+const DefaultAPIKeyEnv = "OPENAI_API_KEY"
+
 // Config configures a Client. It is a plain value read from flags or files;
 // Validate checks it and New applies defaults. A Config holds no API key:
 // the key is named by APIKeyEnv and read once by New. Headers values and a
@@ -48,7 +52,8 @@ type Config struct {
 	// EndpointCompletions.
 	Endpoint string
 	// APIKeyEnv names the environment variable that holds the API key, sent
-	// as "Authorization: Bearer <key>". Empty sends no key.
+	// as "Authorization: Bearer <key>". Empty, or a variable that is not
+	// set, sends no key.
 	APIKeyEnv string
 
 	// MaxTokens is the default max_tokens; Request.MaxTokens overrides it.

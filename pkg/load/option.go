@@ -8,6 +8,15 @@ import (
 
 // Defaults of the engine's options.
 const (
+	// DefaultWarmup is the warm-up before every measurement, the published
+	// studies' 60 s: long enough for caches and batches to settle.
+	DefaultWarmup = 60 * time.Second
+	// DefaultDuration is the measured time of one level, the studies'
+	// 300 s windows.
+	DefaultDuration = 5 * time.Minute
+	// DefaultCooldown is the idle pause between levels, so one level's tail
+	// does not leak into the next.
+	DefaultCooldown = 30 * time.Second
 	// DefaultDrainTimeout bounds how long Run waits for turns in flight
 	// after its context is done before cancelling them.
 	DefaultDrainTimeout = 30 * time.Second

@@ -21,7 +21,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,8 +41,6 @@ const (
 	DefaultSLA            = 400 * time.Millisecond
 	DefaultFallbackSLA    = 450 * time.Millisecond
 	DefaultSwitchEstimate = 3 * time.Minute
-	DefaultTurns          = "3-5"
-	DefaultMaxTokens      = 1024
 )
 
 // Spec is one sweep. It is a plain value read from a file and flags: Load and
@@ -60,8 +57,9 @@ type Spec struct {
 	APIKeyEnv string `json:"api_key_env,omitempty"`
 	// Endpoint is "chat" (default) or "completions".
 	Endpoint string `json:"endpoint,omitempty"`
-	// Workload is the conversations sent.
-	Workload Workload `json:"workload"`
+	// Workload is the conversations sent: the workload package's one
+	// configuration, decoded from the file's `workload:` section.
+	Workload workload.Config `json:"workload"`
 
 	// Levels are the concurrency levels, run in this order within a mode:
 	// concurrent sessions in a closed loop, or, with RequestRate, the cap on
@@ -110,50 +108,6 @@ type Spec struct {
 	Readiness Readiness `json:"readiness"`
 }
 
-// Workload selects the conversations. Fields that do not apply to Kind are
-// ignored, as in workload.Config.
-type Workload struct {
-	// Kind is "docchat" (default), "sharegpt" or "jsonl".
-	Kind string `json:"kind,omitempty"`
-	// Dataset is the dataset file (sharegpt, jsonl) or documents directory
-	// (docchat).
-	Dataset string `json:"dataset,omitempty"`
-	// Turns is user turns per conversation: "N" or "MIN-MAX" (sharegpt: a
-	// cap).
-	Turns string `json:"turns,omitempty"`
-	// PromptTokens is docchat's first prompt size in tokens.
-	PromptTokens int `json:"prompt_tokens,omitempty"`
-	// Documents is docchat's number of starter documents.
-	Documents int `json:"documents,omitempty"`
-	// MaxTokens caps every turn's output unless the workload sets one.
-	MaxTokens int `json:"max_tokens,omitempty"`
-	// ThinkTime is the pause before each later turn: "none", "2s" or
-	// "exp:2s".
-	ThinkTime workload.ThinkTime `json:"think_time"`
-	// Seed makes conversations reproducible.
-	Seed int64 `json:"seed,omitempty"`
-	// MaxConversations and MinMessages filter sharegpt conversations.
-	MaxConversations int `json:"max_conversations,omitempty"`
-	MinMessages      int `json:"min_messages,omitempty"`
-	// SessionHeader names a request header carrying a per-conversation
-	// session id, e.g. X-Session-ID.
-	SessionHeader string `json:"session_header,omitempty"`
-	// UserModel, for docchat, is a second OpenAI-compatible endpoint that
-	// writes the follow-up questions (templates otherwise, and when it
-	// fails). Every agent reads its key from its own environment.
-	UserModel *UserModel `json:"user_model,omitempty"`
-}
-
-// UserModel is the endpoint that plays the user in document chats.
-type UserModel struct {
-	// URL is the endpoint's base URL, e.g. http://small-model:8000/v1.
-	URL string `json:"url"`
-	// Model is the model name sent in requests.
-	Model string `json:"model"`
-	// APIKeyEnv names the environment variable holding its API key.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
-}
-
 // Mode is one routing mode of the sweep.
 type Mode struct {
 	// Name labels results and is what the switch sets ({mode} in
@@ -194,7 +148,7 @@ type Readiness struct {
 func Default() *Spec {
 	return &Spec{
 		Endpoint:       client.EndpointChat,
-		Workload:       Workload{Kind: workload.KindDocChat, Turns: DefaultTurns, MaxTokens: DefaultMaxTokens},
+		Workload:       workload.Default(),
 		Runs:           DefaultRuns,
 		Warmup:         Duration(DefaultWarmup),
 		Measure:        Duration(DefaultMeasure),
@@ -521,60 +475,8 @@ func (s *Spec) ReadyConfig() ready.Config {
 
 // WorkloadConfig returns the workload configuration, checked.
 func (s *Spec) WorkloadConfig() (workload.Config, error) {
-	w := s.Workload
-	minT, maxT, err := ParseTurns(w.Turns)
-	if err != nil {
+	if err := s.Workload.Validate(); err != nil {
 		return workload.Config{}, err
 	}
-	cfg := workload.Config{
-		Kind:             w.Kind,
-		Path:             w.Dataset,
-		Seed:             w.Seed,
-		MaxTokens:        w.MaxTokens,
-		Think:            w.ThinkTime,
-		Documents:        w.Documents,
-		PromptTokens:     w.PromptTokens,
-		MinTurns:         minT,
-		MaxTurns:         maxT,
-		MaxConversations: w.MaxConversations,
-		MinMessages:      w.MinMessages,
-	}
-	if w.Kind == workload.KindShareGPT {
-		cfg.MinTurns = 0 // turns only cap sharegpt conversations
-	}
-	if um := w.UserModel; um != nil {
-		switch u, err := url.Parse(um.URL); {
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return workload.Config{}, fmt.Errorf("user_model: url %q must be http:// or https:// with a host", client.RedactURL(um.URL))
-		case u.User != nil:
-			return workload.Config{}, fmt.Errorf("user_model: url %q must not carry user info: give the key through api_key_env", client.RedactURL(um.URL))
-		case um.Model == "":
-			return workload.Config{}, errors.New("user_model: model is required")
-		case w.Kind != "" && w.Kind != workload.KindDocChat:
-			return workload.Config{}, fmt.Errorf("user_model: only docchat asks a user model, not %s", w.Kind)
-		}
-		cfg.UserModel = &workload.UserModelConfig{URL: um.URL, Model: um.Model, APIKeyEnv: um.APIKeyEnv}
-	}
-	if err := cfg.Validate(); err != nil {
-		return workload.Config{}, err
-	}
-	return cfg, nil
-}
-
-// ParseTurns parses "N" or "MIN-MAX" with 1 <= MIN <= MAX; "" gives 0, 0
-// (the workload's defaults).
-func ParseTurns(s string) (minTurns, maxTurns int, err error) {
-	if s = strings.TrimSpace(s); s == "" {
-		return 0, 0, nil
-	}
-	lo, hi, found := strings.Cut(s, "-")
-	if !found {
-		hi = lo
-	}
-	a, errA := strconv.Atoi(strings.TrimSpace(lo))
-	b, errB := strconv.Atoi(strings.TrimSpace(hi))
-	if errA != nil || errB != nil || a < 1 || b < a {
-		return 0, 0, fmt.Errorf("turns %q: want N or MIN-MAX with 1 <= MIN <= MAX", s)
-	}
-	return a, b, nil
+	return s.Workload, nil
 }

@@ -1,7 +1,6 @@
 package sweep
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
@@ -27,8 +28,8 @@ func TestLoadExample(t *testing.T) {
 	if s.Measure.D() != 5*time.Minute || s.Warmup.D() != time.Minute || s.Cooldown.D() != 30*time.Second {
 		t.Errorf("durations: warmup %s measure %s cooldown %s", s.Warmup, s.Measure, s.Cooldown)
 	}
-	if s.Workload.ThinkTime != (workload.ThinkTime{Kind: workload.ThinkExp, Mean: 2 * time.Second}) {
-		t.Errorf("think time %v", s.Workload.ThinkTime)
+	if s.Workload.Think != (workload.ThinkTime{Kind: workload.ThinkExp, Mean: 2 * time.Second}) {
+		t.Errorf("think time %v", s.Workload.Think)
 	}
 	if wc, err := s.WorkloadConfig(); err != nil || wc.UserModel == nil ||
 		*wc.UserModel != (workload.UserModelConfig{URL: "http://user-sim:8000/v1", Model: "llama-3.2-1b", APIKeyEnv: "USER_MODEL_KEY"}) {
@@ -141,16 +142,16 @@ func TestValidate(t *testing.T) {
 		{"snapshots", func(s *Spec) { s.Measure = Duration(2 * time.Second) }, []string{"gives less than 1s each"}},
 		{"target", func(s *Spec) { s.Target = "localhost:8000" }, []string{`target "localhost:8000" must be an http://`}},
 		{"target user info", func(s *Spec) { s.Target = "http://u:hunter2@vllm:8000" }, []string{`target "http://vllm:8000" must not carry user info`}},
-		{"turns", func(s *Spec) { s.Workload.Turns = "5-3" }, []string{`workload: turns "5-3"`}},
+		{"turns", func(s *Spec) { s.Workload.Turns = workload.Turns{Min: 5, Max: 3} }, []string{`workload: turns "5-3"`}},
 		{"readiness", func(s *Spec) { s.Readiness.MaxTokens = 20 }, []string{"readiness: max tokens 20 must be 1..8"}},
-		{"user model without model", func(s *Spec) { s.Workload.UserModel = &UserModel{URL: "http://small:8000/v1"} }, []string{"workload: user_model: model is required"}},
-		{"user model url", func(s *Spec) { s.Workload.UserModel = &UserModel{URL: "small:8000", Model: "m"} }, []string{`user_model: url "small:8000" must be http://`}},
+		{"user model without model", func(s *Spec) { s.Workload.UserModel = &workload.UserModelConfig{URL: "http://small:8000/v1"} }, []string{"workload: user_model: model is required"}},
+		{"user model url", func(s *Spec) { s.Workload.UserModel = &workload.UserModelConfig{URL: "small:8000", Model: "m"} }, []string{`user_model: url "small:8000" must be http://`}},
 		{"user model user info", func(s *Spec) {
-			s.Workload.UserModel = &UserModel{URL: "http://u:hunter2@small:8000/v1", Model: "m"}
+			s.Workload.UserModel = &workload.UserModelConfig{URL: "http://u:hunter2@small:8000/v1", Model: "m"}
 		}, []string{`user_model: url "http://small:8000/v1" must not carry user info`}},
 		{"user model sharegpt", func(s *Spec) {
 			s.Workload.Kind, s.Workload.Dataset = "sharegpt", "x.json"
-			s.Workload.UserModel = &UserModel{URL: "http://small:8000/v1", Model: "m"}
+			s.Workload.UserModel = &workload.UserModelConfig{URL: "http://small:8000/v1", Model: "m"}
 		}, []string{"only docchat asks a user model, not sharegpt"}},
 	}
 	for _, tc := range tests {
@@ -176,9 +177,9 @@ func TestValidate(t *testing.T) {
 // TestFlagsOverrideFile: flags the user set override the file; flags not
 // set leave it alone even though they have defaults.
 func TestFlagsOverrideFile(t *testing.T) {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	file := fs.String("f", "", "spec file")
+	file := fs.StringP("file", "f", "", "spec file")
 	RegisterFlags(fs)
 	err := fs.Parse([]string{
 		"-f", "testdata/sweep.yaml",
@@ -202,7 +203,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(s.Levels, []int{1600, 3200, 8000}) || s.Runs != 2 || s.Measure.D() != 90*time.Second ||
-		s.Workload.ThinkTime != (workload.ThinkTime{}) || s.Output != "elsewhere" || !s.Readiness.Skip {
+		s.Workload.Think != (workload.ThinkTime{}) || s.Output != "elsewhere" || !s.Readiness.Skip {
 		t.Errorf("flags not applied: %+v", s)
 	}
 	// Unset flags keep the file's values, not the flags' defaults.
@@ -227,7 +228,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 // TestFlagsWithoutFile: flags alone make a valid spec; --modes keeps a
 // file's switch for modes it already had.
 func TestFlagsWithoutFile(t *testing.T) {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	RegisterFlags(fs)
 	err := fs.Parse([]string{
@@ -249,32 +250,17 @@ func TestFlagsWithoutFile(t *testing.T) {
 	if got := s.SwitchOf("kv").Command; !reflect.DeepEqual(got, []string{"./switch.sh", "--mode", "{mode}"}) {
 		t.Errorf("command %q", got)
 	}
-	if um := s.Workload.UserModel; um == nil || *um != (UserModel{URL: "http://small:8000/v1", Model: "small"}) {
+	if um := s.Workload.UserModel; um == nil || *um != (workload.UserModelConfig{URL: "http://small:8000/v1", Model: "small"}) {
 		t.Errorf("user model %+v", um)
 	}
 
-	bad := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	bad.SetOutput(io.Discard)
-	RegisterFlags(bad)
-	if err := bad.Parse([]string{"--levels", "10,x", "--warmup", "60"}); err != nil {
-		t.Fatal(err)
-	}
-	err = Default().ApplyFlags(bad)
-	if err == nil || !strings.Contains(err.Error(), "flag --levels") || !strings.Contains(err.Error(), "flag --warmup") {
-		t.Errorf("ApplyFlags error %v", err)
-	}
-}
-
-func TestParseTurns(t *testing.T) {
-	for in, want := range map[string][2]int{"": {0, 0}, "3": {3, 3}, "3-5": {3, 5}, " 2 - 4 ": {2, 4}} {
-		lo, hi, err := ParseTurns(in)
-		if err != nil || lo != want[0] || hi != want[1] {
-			t.Errorf("ParseTurns(%q) = %d, %d, %v", in, lo, hi, err)
-		}
-	}
-	for _, in := range []string{"0", "5-3", "a", "1-"} {
-		if _, _, err := ParseTurns(in); err == nil {
-			t.Errorf("ParseTurns(%q) passed", in)
+	// A bad value is a parse error naming its flag.
+	for _, args := range [][]string{{"--levels", "10,x"}, {"--warmup", "60"}} {
+		bad := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
+		bad.SetOutput(io.Discard)
+		RegisterFlags(bad)
+		if err := bad.Parse(args); err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("parse %q: error %v, want one naming %s", args, err, args[0])
 		}
 	}
 }

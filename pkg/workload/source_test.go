@@ -24,13 +24,13 @@ func TestNew(t *testing.T) {
 	}{
 		{"default docchat", Config{Seed: 1}, "docchat", ""},
 		{"docchat", Config{Kind: "docchat", Documents: 2, PromptTokens: 500}, "docchat", ""},
-		{"sharegpt", Config{Kind: "sharegpt", Path: sampleShareGPT, MaxConversations: 2}, "sharegpt", ""},
-		{"jsonl", Config{Kind: "jsonl", Path: jsonl, MaxTokens: 10}, "jsonl", ""},
+		{"sharegpt", Config{Kind: "sharegpt", Dataset: sampleShareGPT, MaxConversations: 2}, "sharegpt", ""},
+		{"jsonl", Config{Kind: "jsonl", Dataset: jsonl, MaxTokens: 10}, "jsonl", ""},
 		{"unknown kind", Config{Kind: "csv"}, "", "unknown workload kind"},
 		{"sharegpt without path", Config{Kind: "sharegpt"}, "", "path is empty"},
-		{"jsonl missing file", Config{Kind: "jsonl", Path: filepath.Join(dir, "nope")}, "", "no such file"},
-		{"bad docchat", Config{MinTurns: 4, MaxTurns: 1}, "", "max turns"},
-		{"user model without asker", Config{UserModel: &UserModelConfig{URL: "http://x"}}, "", "no asker"},
+		{"jsonl missing file", Config{Kind: "jsonl", Dataset: filepath.Join(dir, "nope")}, "", "no such file"},
+		{"bad docchat", Config{Turns: Turns{Min: 4, Max: 1}}, "", "max turns"},
+		{"user model without asker", Config{UserModel: &UserModelConfig{URL: "http://x", Model: "m"}}, "", "no asker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +52,7 @@ func TestNew(t *testing.T) {
 			}
 		})
 	}
-	s, err := New(Config{Kind: "jsonl", Path: jsonl, MaxTokens: 10}, nil, nil)
+	s, err := New(Config{Kind: "jsonl", Dataset: jsonl, MaxTokens: 10}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,9 @@ func (t *ThinkTime) Set(s string) error {
 	return nil
 }
 
+// Type names the value in command help (pflag.Value).
+func (t *ThinkTime) Type() string { return "none|DURATION|exp:MEAN" }
+
 // UnmarshalText parses text like ParseThinkTime.
 func (t *ThinkTime) UnmarshalText(text []byte) error { return t.Set(string(text)) }
 

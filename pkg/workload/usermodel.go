@@ -39,17 +39,17 @@ const (
 // makes a client from ClientConfig and passes it to New as the Asker.
 type UserModelConfig struct {
 	// URL is the endpoint's base URL, e.g. http://host:8000/v1.
-	URL string
+	URL string `json:"url"`
 	// Model is the model name sent in requests.
-	Model string
+	Model string `json:"model"`
 	// APIKeyEnv names the environment variable holding the API key ("" for
 	// none). The key itself never appears in configuration or logs.
-	APIKeyEnv string
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 	// MaxTokens caps the question's length (default 96).
-	MaxTokens int
+	MaxTokens int `json:"-"`
 	// Timeout bounds one question; on timeout the turn falls back to a
 	// template (default 30s).
-	Timeout time.Duration
+	Timeout time.Duration `json:"-"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.

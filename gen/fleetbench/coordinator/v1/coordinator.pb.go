@@ -28,6 +28,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ThinkKind is the shape of the pause before each later turn.
+type ThinkKind int32
+
+const (
+	// No pause.
+	ThinkKind_THINK_KIND_UNSPECIFIED ThinkKind = 0
+	// Exactly think_mean.
+	ThinkKind_THINK_KIND_FIXED ThinkKind = 1
+	// Exponentially distributed with mean think_mean.
+	ThinkKind_THINK_KIND_EXP ThinkKind = 2
+)
+
+// Enum value maps for ThinkKind.
+var (
+	ThinkKind_name = map[int32]string{
+		0: "THINK_KIND_UNSPECIFIED",
+		1: "THINK_KIND_FIXED",
+		2: "THINK_KIND_EXP",
+	}
+	ThinkKind_value = map[string]int32{
+		"THINK_KIND_UNSPECIFIED": 0,
+		"THINK_KIND_FIXED":       1,
+		"THINK_KIND_EXP":         2,
+	}
+)
+
+func (x ThinkKind) Enum() *ThinkKind {
+	p := new(ThinkKind)
+	*p = x
+	return p
+}
+
+func (x ThinkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ThinkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[0].Descriptor()
+}
+
+func (ThinkKind) Type() protoreflect.EnumType {
+	return &file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[0]
+}
+
+func (x ThinkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ThinkKind.Descriptor instead.
+func (ThinkKind) EnumDescriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+}
+
 // PhaseKind is what a window is for.
 type PhaseKind int32
 
@@ -68,11 +121,11 @@ func (x PhaseKind) String() string {
 }
 
 func (PhaseKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[0].Descriptor()
+	return file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[1].Descriptor()
 }
 
 func (PhaseKind) Type() protoreflect.EnumType {
-	return &file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[0]
+	return &file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[1]
 }
 
 func (x PhaseKind) Number() protoreflect.EnumNumber {
@@ -81,7 +134,7 @@ func (x PhaseKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PhaseKind.Descriptor instead.
 func (PhaseKind) EnumDescriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
 }
 
 // Metric is a latency metric (docs/design.md defines each).
@@ -136,11 +189,11 @@ func (x Metric) String() string {
 }
 
 func (Metric) Descriptor() protoreflect.EnumDescriptor {
-	return file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[1].Descriptor()
+	return file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[2].Descriptor()
 }
 
 func (Metric) Type() protoreflect.EnumType {
-	return &file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[1]
+	return &file_fleetbench_coordinator_v1_coordinator_proto_enumTypes[2]
 }
 
 func (x Metric) Number() protoreflect.EnumNumber {
@@ -149,7 +202,7 @@ func (x Metric) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Metric.Descriptor instead.
 func (Metric) EnumDescriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
 }
 
 // ConnectRequest is one agent-to-coordinator message.
@@ -880,17 +933,16 @@ func (x *TakeOver) GetNextConversation() int64 {
 	return 0
 }
 
-// RunSpec is the workload and target, the same for every agent.
+// RunSpec is the workload and target, the same for every agent. It holds
+// no secret: API keys are named by environment variables that each agent
+// reads from its own environment.
 type RunSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Workload      string                 `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
-	Seed          int64                  `protobuf:"varint,4,opt,name=seed,proto3" json:"seed,omitempty"`
-	MaxTokens     int32                  `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	SessionHeader string                 `protobuf:"bytes,6,opt,name=session_header,json=sessionHeader,proto3" json:"session_header,omitempty"`
-	// Workload- and engine-specific settings, by flag name.
-	Params        map[string]string `protobuf:"bytes,7,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Model  string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Endpoint is "chat" or "completions"; empty means chat.
+	Endpoint      string        `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Workload      *WorkloadSpec `protobuf:"bytes,4,opt,name=workload,proto3" json:"workload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -939,39 +991,254 @@ func (x *RunSpec) GetModel() string {
 	return ""
 }
 
-func (x *RunSpec) GetWorkload() string {
+func (x *RunSpec) GetEndpoint() string {
 	if x != nil {
-		return x.Workload
+		return x.Endpoint
 	}
 	return ""
 }
 
-func (x *RunSpec) GetSeed() int64 {
+func (x *RunSpec) GetWorkload() *WorkloadSpec {
+	if x != nil {
+		return x.Workload
+	}
+	return nil
+}
+
+// WorkloadSpec is the whole workload (pkg/workload's Config), so an agent
+// builds the very conversations a local engine would for the same seed.
+type WorkloadSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kind is "docchat", "sharegpt" or "jsonl"; empty means docchat.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Dataset is the dataset file (sharegpt, jsonl) or documents directory
+	// (docchat), as a path on the agent.
+	Dataset string `protobuf:"bytes,2,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	Seed    int64  `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	// MaxTokens caps every turn's output; 0 leaves it to the server.
+	MaxTokens int32                `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	ThinkKind ThinkKind            `protobuf:"varint,5,opt,name=think_kind,json=thinkKind,proto3,enum=fleetbench.coordinator.v1.ThinkKind" json:"think_kind,omitempty"`
+	ThinkMean *durationpb.Duration `protobuf:"bytes,6,opt,name=think_mean,json=thinkMean,proto3" json:"think_mean,omitempty"`
+	// MinTurns and MaxTurns bound the user turns; both 0 take the kind's
+	// default.
+	MinTurns      int32  `protobuf:"varint,7,opt,name=min_turns,json=minTurns,proto3" json:"min_turns,omitempty"`
+	MaxTurns      int32  `protobuf:"varint,8,opt,name=max_turns,json=maxTurns,proto3" json:"max_turns,omitempty"`
+	SessionHeader string `protobuf:"bytes,9,opt,name=session_header,json=sessionHeader,proto3" json:"session_header,omitempty"`
+	// Docchat.
+	Documents    int32      `protobuf:"varint,10,opt,name=documents,proto3" json:"documents,omitempty"`
+	PromptTokens int32      `protobuf:"varint,11,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	UserModel    *UserModel `protobuf:"bytes,12,opt,name=user_model,json=userModel,proto3" json:"user_model,omitempty"`
+	// ShareGPT.
+	MaxConversations int32 `protobuf:"varint,13,opt,name=max_conversations,json=maxConversations,proto3" json:"max_conversations,omitempty"`
+	MinMessages      int32 `protobuf:"varint,14,opt,name=min_messages,json=minMessages,proto3" json:"min_messages,omitempty"`
+	Shuffle          bool  `protobuf:"varint,15,opt,name=shuffle,proto3" json:"shuffle,omitempty"`
+	OutputLen        bool  `protobuf:"varint,16,opt,name=output_len,json=outputLen,proto3" json:"output_len,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WorkloadSpec) Reset() {
+	*x = WorkloadSpec{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkloadSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkloadSpec) ProtoMessage() {}
+
+func (x *WorkloadSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkloadSpec.ProtoReflect.Descriptor instead.
+func (*WorkloadSpec) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WorkloadSpec) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *WorkloadSpec) GetDataset() string {
+	if x != nil {
+		return x.Dataset
+	}
+	return ""
+}
+
+func (x *WorkloadSpec) GetSeed() int64 {
 	if x != nil {
 		return x.Seed
 	}
 	return 0
 }
 
-func (x *RunSpec) GetMaxTokens() int32 {
+func (x *WorkloadSpec) GetMaxTokens() int32 {
 	if x != nil {
 		return x.MaxTokens
 	}
 	return 0
 }
 
-func (x *RunSpec) GetSessionHeader() string {
+func (x *WorkloadSpec) GetThinkKind() ThinkKind {
+	if x != nil {
+		return x.ThinkKind
+	}
+	return ThinkKind_THINK_KIND_UNSPECIFIED
+}
+
+func (x *WorkloadSpec) GetThinkMean() *durationpb.Duration {
+	if x != nil {
+		return x.ThinkMean
+	}
+	return nil
+}
+
+func (x *WorkloadSpec) GetMinTurns() int32 {
+	if x != nil {
+		return x.MinTurns
+	}
+	return 0
+}
+
+func (x *WorkloadSpec) GetMaxTurns() int32 {
+	if x != nil {
+		return x.MaxTurns
+	}
+	return 0
+}
+
+func (x *WorkloadSpec) GetSessionHeader() string {
 	if x != nil {
 		return x.SessionHeader
 	}
 	return ""
 }
 
-func (x *RunSpec) GetParams() map[string]string {
+func (x *WorkloadSpec) GetDocuments() int32 {
 	if x != nil {
-		return x.Params
+		return x.Documents
+	}
+	return 0
+}
+
+func (x *WorkloadSpec) GetPromptTokens() int32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *WorkloadSpec) GetUserModel() *UserModel {
+	if x != nil {
+		return x.UserModel
 	}
 	return nil
+}
+
+func (x *WorkloadSpec) GetMaxConversations() int32 {
+	if x != nil {
+		return x.MaxConversations
+	}
+	return 0
+}
+
+func (x *WorkloadSpec) GetMinMessages() int32 {
+	if x != nil {
+		return x.MinMessages
+	}
+	return 0
+}
+
+func (x *WorkloadSpec) GetShuffle() bool {
+	if x != nil {
+		return x.Shuffle
+	}
+	return false
+}
+
+func (x *WorkloadSpec) GetOutputLen() bool {
+	if x != nil {
+		return x.OutputLen
+	}
+	return false
+}
+
+// UserModel is the endpoint that writes docchat's follow-up questions.
+type UserModel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	Model string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// APIKeyEnv names the agent's environment variable holding its key.
+	ApiKeyEnv     string `protobuf:"bytes,3,opt,name=api_key_env,json=apiKeyEnv,proto3" json:"api_key_env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserModel) Reset() {
+	*x = UserModel{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserModel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserModel) ProtoMessage() {}
+
+func (x *UserModel) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserModel.ProtoReflect.Descriptor instead.
+func (*UserModel) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UserModel) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *UserModel) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UserModel) GetApiKeyEnv() string {
+	if x != nil {
+		return x.ApiKeyEnv
+	}
+	return ""
 }
 
 // Phase opens a window at start_at: turns sent from then on belong to it.
@@ -988,7 +1255,7 @@ type Phase struct {
 
 func (x *Phase) Reset() {
 	*x = Phase{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1267,7 @@ func (x *Phase) String() string {
 func (*Phase) ProtoMessage() {}
 
 func (x *Phase) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1280,7 @@ func (x *Phase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phase.ProtoReflect.Descriptor instead.
 func (*Phase) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Phase) GetWindowId() uint32 {
@@ -1062,7 +1329,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1341,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1354,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ready) GetEpoch() uint64 {
@@ -1109,7 +1376,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1388,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1401,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Started) GetWindowId() uint32 {
@@ -1168,7 +1435,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1447,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1460,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Report) GetSeq() uint64 {
@@ -1259,7 +1526,7 @@ type MetricHistogram struct {
 
 func (x *MetricHistogram) Reset() {
 	*x = MetricHistogram{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1538,7 @@ func (x *MetricHistogram) String() string {
 func (*MetricHistogram) ProtoMessage() {}
 
 func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1551,7 @@ func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricHistogram.ProtoReflect.Descriptor instead.
 func (*MetricHistogram) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetricHistogram) GetMetric() Metric {
@@ -1324,7 +1591,7 @@ type TurnStats struct {
 
 func (x *TurnStats) Reset() {
 	*x = TurnStats{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1603,7 @@ func (x *TurnStats) String() string {
 func (*TurnStats) ProtoMessage() {}
 
 func (x *TurnStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1616,7 @@ func (x *TurnStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStats.ProtoReflect.Descriptor instead.
 func (*TurnStats) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TurnStats) GetTurn() int32 {
@@ -1424,7 +1691,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1703,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1716,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Counters) GetRequests() int64 {
@@ -1565,7 +1832,7 @@ type Watermark struct {
 
 func (x *Watermark) Reset() {
 	*x = Watermark{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1844,7 @@ func (x *Watermark) String() string {
 func (*Watermark) ProtoMessage() {}
 
 func (x *Watermark) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1857,7 @@ func (x *Watermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
 func (*Watermark) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Watermark) GetWindowId() uint32 {
@@ -1633,7 +1900,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1912,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1925,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Heartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -1692,7 +1959,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1971,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1984,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -1737,7 +2004,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2016,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2029,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Stop) GetReason() string {
@@ -1828,19 +2095,39 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\ttake_over\x18\f \x03(\v2#.fleetbench.coordinator.v1.TakeOverR\btakeOver\"M\n" +
 	"\bTakeOver\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12+\n" +
-	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\xb0\x02\n" +
+	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\x98\x01\n" +
 	"\aRunSpec\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
-	"\bworkload\x18\x03 \x01(\tR\bworkload\x12\x12\n" +
-	"\x04seed\x18\x04 \x01(\x03R\x04seed\x12\x1d\n" +
+	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x12C\n" +
+	"\bworkload\x18\x04 \x01(\v2'.fleetbench.coordinator.v1.WorkloadSpecR\bworkload\"\xe0\x04\n" +
+	"\fWorkloadSpec\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\adataset\x18\x02 \x01(\tR\adataset\x12\x12\n" +
+	"\x04seed\x18\x03 \x01(\x03R\x04seed\x12\x1d\n" +
 	"\n" +
-	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\x12%\n" +
-	"\x0esession_header\x18\x06 \x01(\tR\rsessionHeader\x12F\n" +
-	"\x06params\x18\a \x03(\v2..fleetbench.coordinator.v1.RunSpec.ParamsEntryR\x06params\x1a9\n" +
-	"\vParamsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x01\n" +
+	"max_tokens\x18\x04 \x01(\x05R\tmaxTokens\x12C\n" +
+	"\n" +
+	"think_kind\x18\x05 \x01(\x0e2$.fleetbench.coordinator.v1.ThinkKindR\tthinkKind\x128\n" +
+	"\n" +
+	"think_mean\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tthinkMean\x12\x1b\n" +
+	"\tmin_turns\x18\a \x01(\x05R\bminTurns\x12\x1b\n" +
+	"\tmax_turns\x18\b \x01(\x05R\bmaxTurns\x12%\n" +
+	"\x0esession_header\x18\t \x01(\tR\rsessionHeader\x12\x1c\n" +
+	"\tdocuments\x18\n" +
+	" \x01(\x05R\tdocuments\x12#\n" +
+	"\rprompt_tokens\x18\v \x01(\x05R\fpromptTokens\x12C\n" +
+	"\n" +
+	"user_model\x18\f \x01(\v2$.fleetbench.coordinator.v1.UserModelR\tuserModel\x12+\n" +
+	"\x11max_conversations\x18\r \x01(\x05R\x10maxConversations\x12!\n" +
+	"\fmin_messages\x18\x0e \x01(\x05R\vminMessages\x12\x18\n" +
+	"\ashuffle\x18\x0f \x01(\bR\ashuffle\x12\x1d\n" +
+	"\n" +
+	"output_len\x18\x10 \x01(\bR\toutputLen\"S\n" +
+	"\tUserModel\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
+	"\vapi_key_env\x18\x03 \x01(\tR\tapiKeyEnv\"\xbf\x01\n" +
 	"\x05Phase\x12\x1b\n" +
 	"\twindow_id\x18\x01 \x01(\rR\bwindowId\x128\n" +
 	"\x04kind\x18\x02 \x01(\x0e2$.fleetbench.coordinator.v1.PhaseKindR\x04kind\x125\n" +
@@ -1904,7 +2191,11 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x1e\n" +
 	"\x04Stop\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason*l\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason*Q\n" +
+	"\tThinkKind\x12\x1a\n" +
+	"\x16THINK_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10THINK_KIND_FIXED\x10\x01\x12\x12\n" +
+	"\x0eTHINK_KIND_EXP\x10\x02*l\n" +
 	"\tPhaseKind\x12\x1a\n" +
 	"\x16PHASE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PHASE_KIND_WARMUP\x10\x01\x12\x16\n" +
@@ -1939,71 +2230,76 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescData
 }
 
-var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
-	(PhaseKind)(0),                // 0: fleetbench.coordinator.v1.PhaseKind
-	(Metric)(0),                   // 1: fleetbench.coordinator.v1.Metric
-	(*ConnectRequest)(nil),        // 2: fleetbench.coordinator.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 3: fleetbench.coordinator.v1.ConnectResponse
-	(*Hello)(nil),                 // 4: fleetbench.coordinator.v1.Hello
-	(*HistogramConfig)(nil),       // 5: fleetbench.coordinator.v1.HistogramConfig
-	(*Welcome)(nil),               // 6: fleetbench.coordinator.v1.Welcome
-	(*Assignment)(nil),            // 7: fleetbench.coordinator.v1.Assignment
-	(*TakeOver)(nil),              // 8: fleetbench.coordinator.v1.TakeOver
-	(*RunSpec)(nil),               // 9: fleetbench.coordinator.v1.RunSpec
-	(*Phase)(nil),                 // 10: fleetbench.coordinator.v1.Phase
-	(*Ready)(nil),                 // 11: fleetbench.coordinator.v1.Ready
-	(*Started)(nil),               // 12: fleetbench.coordinator.v1.Started
-	(*Report)(nil),                // 13: fleetbench.coordinator.v1.Report
-	(*MetricHistogram)(nil),       // 14: fleetbench.coordinator.v1.MetricHistogram
-	(*TurnStats)(nil),             // 15: fleetbench.coordinator.v1.TurnStats
-	(*Counters)(nil),              // 16: fleetbench.coordinator.v1.Counters
-	(*Watermark)(nil),             // 17: fleetbench.coordinator.v1.Watermark
-	(*Heartbeat)(nil),             // 18: fleetbench.coordinator.v1.Heartbeat
-	(*Ack)(nil),                   // 19: fleetbench.coordinator.v1.Ack
-	(*Stop)(nil),                  // 20: fleetbench.coordinator.v1.Stop
-	nil,                           // 21: fleetbench.coordinator.v1.RunSpec.ParamsEntry
-	nil,                           // 22: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(ThinkKind)(0),                // 0: fleetbench.coordinator.v1.ThinkKind
+	(PhaseKind)(0),                // 1: fleetbench.coordinator.v1.PhaseKind
+	(Metric)(0),                   // 2: fleetbench.coordinator.v1.Metric
+	(*ConnectRequest)(nil),        // 3: fleetbench.coordinator.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 4: fleetbench.coordinator.v1.ConnectResponse
+	(*Hello)(nil),                 // 5: fleetbench.coordinator.v1.Hello
+	(*HistogramConfig)(nil),       // 6: fleetbench.coordinator.v1.HistogramConfig
+	(*Welcome)(nil),               // 7: fleetbench.coordinator.v1.Welcome
+	(*Assignment)(nil),            // 8: fleetbench.coordinator.v1.Assignment
+	(*TakeOver)(nil),              // 9: fleetbench.coordinator.v1.TakeOver
+	(*RunSpec)(nil),               // 10: fleetbench.coordinator.v1.RunSpec
+	(*WorkloadSpec)(nil),          // 11: fleetbench.coordinator.v1.WorkloadSpec
+	(*UserModel)(nil),             // 12: fleetbench.coordinator.v1.UserModel
+	(*Phase)(nil),                 // 13: fleetbench.coordinator.v1.Phase
+	(*Ready)(nil),                 // 14: fleetbench.coordinator.v1.Ready
+	(*Started)(nil),               // 15: fleetbench.coordinator.v1.Started
+	(*Report)(nil),                // 16: fleetbench.coordinator.v1.Report
+	(*MetricHistogram)(nil),       // 17: fleetbench.coordinator.v1.MetricHistogram
+	(*TurnStats)(nil),             // 18: fleetbench.coordinator.v1.TurnStats
+	(*Counters)(nil),              // 19: fleetbench.coordinator.v1.Counters
+	(*Watermark)(nil),             // 20: fleetbench.coordinator.v1.Watermark
+	(*Heartbeat)(nil),             // 21: fleetbench.coordinator.v1.Heartbeat
+	(*Ack)(nil),                   // 22: fleetbench.coordinator.v1.Ack
+	(*Stop)(nil),                  // 23: fleetbench.coordinator.v1.Stop
+	nil,                           // 24: fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
-	4,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
-	11, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
-	12, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
-	13, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
-	17, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
-	18, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
-	6,  // 6: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
-	7,  // 7: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
-	10, // 8: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
-	19, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
-	20, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
-	18, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
-	5,  // 12: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	23, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	9,  // 14: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
-	8,  // 15: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
-	21, // 16: fleetbench.coordinator.v1.RunSpec.params:type_name -> fleetbench.coordinator.v1.RunSpec.ParamsEntry
-	0,  // 17: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	24, // 18: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	23, // 19: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
-	14, // 20: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
-	15, // 21: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
-	16, // 22: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	24, // 23: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	24, // 24: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
-	1,  // 25: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
-	22, // 26: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	24, // 27: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	2,  // 28: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	3,  // 29: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	29, // [29:30] is the sub-list for method output_type
-	28, // [28:29] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	5,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
+	14, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
+	15, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
+	16, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
+	20, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
+	21, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	7,  // 6: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
+	8,  // 7: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
+	13, // 8: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
+	22, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
+	23, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
+	21, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	6,  // 12: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
+	25, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	10, // 14: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
+	9,  // 15: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
+	11, // 16: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
+	0,  // 17: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
+	25, // 18: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
+	12, // 19: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
+	1,  // 20: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
+	26, // 21: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	25, // 22: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	17, // 23: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
+	18, // 24: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
+	19, // 25: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
+	26, // 26: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	26, // 27: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	2,  // 28: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
+	24, // 29: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	26, // 30: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 31: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 32: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	32, // [32:33] is the sub-list for method output_type
+	31, // [31:32] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -2032,8 +2328,8 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   21,
+			NumEnums:      3,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,36 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/workload"
+)
+
+// ClientBuilder returns the Builder of a real agent: the workload from the
+// spec (pkg/workload, the user model's client included) and a streaming
+// client to the spec's target (pkg/client). The API key comes from this
+// process's environment variable apiKeyEnv, never over the wire; endpoint,
+// when set, overrides the spec's.
+func ClientBuilder(logger hclog.Logger, apiKeyEnv, endpoint string) Builder {
+	return func(_ context.Context, spec Spec) (Target, error) {
+		src, err := workload.Open(spec.Workload, logger)
+		if err != nil {
+			return Target{}, fmt.Errorf("build workload: %w", err)
+		}
+		ep := endpoint
+		if ep == "" {
+			ep = spec.Endpoint
+		}
+		cl, err := client.New(client.Config{
+			BaseURL: spec.Target, Model: spec.Model, MaxTokens: spec.Workload.MaxTokens, APIKeyEnv: apiKeyEnv, Endpoint: ep,
+		}, logger)
+		if err != nil {
+			return Target{}, fmt.Errorf("create client: %w", err)
+		}
+		return Target{Source: src, Streamer: cl, Close: func() error { cl.Close(); return nil }}, nil
+	}
+}

@@ -1,0 +1,254 @@
+// Package flags is the one registry of the settings that several commands
+// share: the target, the workload and the load. `run`, `coordinator` and
+// `sweep` register them through the functions here, so a setting has one
+// name, one default and one help text everywhere; the defaults themselves
+// live with the package that owns the setting (workload.Default,
+// load.DefaultWarmup, ...).
+//
+// Flags are pflag flags (GNU style, accepted anywhere on the line). Each is
+// annotated with a help group (Group) that the command layer uses to print
+// grouped help. Record and Replay let a file-backed command (sweep) apply
+// the flags a user typed over a file's values and leave the others alone.
+package flags
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/workload"
+)
+
+// Help groups, in the order help prints them.
+const (
+	GroupTarget     = "Target"
+	GroupWorkload   = "Workload"
+	GroupLoad       = "Load"
+	GroupOutput     = "Output"
+	GroupFleet      = "Fleet"
+	GroupKubernetes = "Kubernetes"
+	GroupSimulator  = "Simulator"
+	GroupSweep      = "Sweep"
+	GroupReadiness  = "Readiness"
+	GroupSwitch     = "Mode switch"
+	GroupOther      = "Other"
+)
+
+// Groups lists the help groups in print order.
+var Groups = []string{
+	GroupTarget, GroupWorkload, GroupLoad, GroupOutput, GroupFleet, GroupKubernetes,
+	GroupSimulator, GroupSweep, GroupSwitch, GroupReadiness, GroupOther,
+}
+
+// groupAnnotation is the pflag annotation key holding a flag's group.
+const groupAnnotation = "fleetbench_group"
+
+// Group puts the named flags of fs in a help group. Unknown names panic:
+// they are programming errors.
+func Group(fs *pflag.FlagSet, group string, names ...string) {
+	for _, n := range names {
+		if err := fs.SetAnnotation(n, groupAnnotation, []string{group}); err != nil {
+			panic(fmt.Sprintf("flags: group %s: %v", n, err))
+		}
+	}
+}
+
+// GroupOf returns the help group of f (GroupOther when it has none).
+func GroupOf(f *pflag.Flag) string {
+	if g := f.Annotations[groupAnnotation]; len(g) > 0 {
+		return g[0]
+	}
+	return GroupOther
+}
+
+// Alias registers old as a hidden, deprecated name of the flag name: it
+// sets the same value and prints a one-line notice when used.
+func Alias(fs *pflag.FlagSet, old, name string) {
+	f := fs.Lookup(name)
+	if f == nil {
+		panic("flags: alias of unknown flag " + name)
+	}
+	fs.AddFlag(&pflag.Flag{
+		Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal,
+		Annotations: f.Annotations,
+	})
+	_ = fs.MarkDeprecated(old, "use --"+name+" instead")
+}
+
+// Target registers the target's flags: --target, --model, --endpoint and
+// --api-key-env, bound to the given fields. Their current values are the
+// defaults shown.
+func Target(fs *pflag.FlagSet, target, model, endpoint, apiKeyEnv *string) {
+	fs.StringVar(target, "target", *target, "base URL of the OpenAI-compatible server (empty: the built-in simulator, in-process)")
+	fs.StringVar(model, "model", *model, "model name to request (default with the simulator: the profile's model)")
+	fs.StringVar(endpoint, "endpoint", *endpoint, "endpoint: chat or completions")
+	fs.StringVar(apiKeyEnv, "api-key-env", *apiKeyEnv, "environment variable holding the API key, sent as a bearer token (unset or empty: no key)")
+	Group(fs, GroupTarget, "target", "model", "endpoint", "api-key-env")
+}
+
+// Defaults of the target settings.
+const (
+	DefaultEndpoint  = client.EndpointChat
+	DefaultAPIKeyEnv = client.DefaultAPIKeyEnv
+)
+
+// Workload registers the workload's flags bound to w; w's current values
+// (normally workload.Default()) are the defaults shown.
+func Workload(fs *pflag.FlagSet, w *workload.Config) {
+	fs.StringVar(&w.Kind, "workload", w.Kind, "workload: docchat, sharegpt or jsonl")
+	fs.StringVar(&w.Dataset, "dataset", w.Dataset, "dataset file (sharegpt, jsonl) or documents directory (docchat)")
+	fs.Int64Var(&w.Seed, "seed", w.Seed, "seed of the conversations, arrivals and session ids")
+	fs.IntVar(&w.MaxTokens, "max-tokens", w.MaxTokens, "max_tokens of each turn unless the workload sets one (0: the server's limit)")
+	fs.Var(&w.Think, "think-time", "pause before each later turn: none, a duration (2s) or exp:MEAN")
+	fs.Lookup("think-time").DefValue = w.Think.String()
+	fs.Var(&w.Turns, "turns", "user turns per conversation: N or MIN-MAX (default: docchat 3-5, sharegpt every turn; sharegpt takes MAX as a cap)")
+	fs.StringVar(&w.SessionHeader, "session-header", w.SessionHeader, "request header carrying a per-conversation session id, e.g. X-Session-ID")
+	fs.IntVar(&w.PromptTokens, "prompt-tokens", w.PromptTokens, "docchat: first prompt size in tokens")
+	fs.IntVar(&w.Documents, "documents", w.Documents, "docchat: number of starter documents")
+	fs.IntVar(&w.MaxConversations, "max-conversations", w.MaxConversations, "sharegpt: keep at most N conversations (0: all)")
+	fs.IntVar(&w.MinMessages, "min-messages", w.MinMessages, "sharegpt: drop conversations with fewer messages")
+	fs.BoolVar(&w.Shuffle, "shuffle", w.Shuffle, "sharegpt: shuffle the conversations with the seed")
+	fs.BoolVar(&w.OutputLen, "output-len", w.OutputLen, "sharegpt: cap each turn's output at the dataset's answer length")
+	um := &userModelValue{w: w}
+	fs.Var(&userModelField{um, "url"}, "user-model-url", "docchat: base URL of a model that writes the follow-up questions")
+	fs.Var(&userModelField{um, "model"}, "user-model", "docchat: the user model's name")
+	fs.Var(&userModelField{um, "key"}, "user-model-key-env", "docchat: environment variable holding the user model's API key")
+	Group(fs, GroupWorkload, "workload", "dataset", "seed", "max-tokens", "think-time", "turns", "session-header",
+		"prompt-tokens", "documents", "max-conversations", "min-messages", "shuffle", "output-len",
+		"user-model-url", "user-model", "user-model-key-env")
+}
+
+// userModelValue creates the workload's user model on first use, so the
+// three user-model flags fill one UserModelConfig.
+type userModelValue struct{ w *workload.Config }
+
+func (u *userModelValue) get() *workload.UserModelConfig {
+	if u.w.UserModel == nil {
+		u.w.UserModel = &workload.UserModelConfig{}
+	}
+	return u.w.UserModel
+}
+
+// userModelField is one user-model flag.
+type userModelField struct {
+	u     *userModelValue
+	field string
+}
+
+func (f *userModelField) String() string {
+	um := f.u.w.UserModel
+	if um == nil {
+		return ""
+	}
+	switch f.field {
+	case "url":
+		return um.URL
+	case "model":
+		return um.Model
+	default:
+		return um.APIKeyEnv
+	}
+}
+
+func (f *userModelField) Set(v string) error {
+	um := f.u.get()
+	switch f.field {
+	case "url":
+		um.URL = v
+	case "model":
+		um.Model = v
+	default:
+		um.APIKeyEnv = v
+	}
+	return nil
+}
+
+func (f *userModelField) Type() string { return "string" }
+
+// Load is the load settings that `run`, `coordinator` and `sweep` share.
+// Concurrency holds one level for `run` and a list for the others.
+type Load struct {
+	// Concurrency is the closed loop's concurrent sessions per level, or
+	// with RequestRate the cap on conversations in flight.
+	Concurrency *[]int
+	// RequestRate, when positive, makes the load an open loop.
+	RequestRate *float64
+	// Warmup runs before every measurement and is left out of results.
+	Warmup *time.Duration
+	// Duration is the measured time of every level.
+	Duration *time.Duration
+	// Cooldown is an idle pause between levels (nil: not registered).
+	Cooldown *time.Duration
+}
+
+// Defaults of the load settings, from the published studies fleetbench
+// reproduces (60 s warm-up, 300 s windows, a pause between levels).
+const (
+	DefaultWarmup   = load.DefaultWarmup
+	DefaultDuration = load.DefaultDuration
+	DefaultCooldown = load.DefaultCooldown
+)
+
+// AddLoad registers the load flags bound to l's fields; their current
+// values are the defaults shown.
+func AddLoad(fs *pflag.FlagSet, l Load) {
+	fs.Var(&intList{l.Concurrency}, "concurrency", "concurrent sessions (closed loop); a comma list runs one level each, e.g. 20,40,80")
+	fs.Float64Var(l.RequestRate, "request-rate", *l.RequestRate, "open loop: mean conversation arrivals per second (0: closed loop; --concurrency then caps conversations in flight)")
+	fs.DurationVar(l.Warmup, "warmup", *l.Warmup, "warm-up before every measurement; its turns are discarded, its sessions go on")
+	fs.DurationVar(l.Duration, "duration", *l.Duration, "measured time of every level")
+	names := []string{"concurrency", "request-rate", "warmup", "duration"}
+	if l.Cooldown != nil {
+		fs.DurationVar(l.Cooldown, "cooldown", *l.Cooldown, "idle pause after every level")
+		names = append(names, "cooldown")
+	}
+	Group(fs, GroupLoad, names...)
+}
+
+// intList is a comma-separated list of positive integers.
+type intList struct{ v *[]int }
+
+func (l *intList) String() string {
+	if l.v == nil {
+		return ""
+	}
+	parts := make([]string, len(*l.v))
+	for i, n := range *l.v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *intList) Set(s string) error {
+	out, err := ParseInts(s)
+	if err != nil {
+		return err
+	}
+	*l.v = out
+	return nil
+}
+
+func (l *intList) Type() string { return "N[,N...]" }
+
+// ParseInts parses "20,30,40" (spaces allowed) into positive integers.
+func ParseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q: want N or a comma list N,N,...", s)
+	}
+	return out, nil
+}
