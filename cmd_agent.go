@@ -1,50 +1,63 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/fleetbench/fleetbench/agent"
+	"github.com/fleetbench/fleetbench/pkg/flags"
 )
 
-func (c *cli) cmdAgent(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+// agentCmd runs one agent of a distributed fleet: it joins a coordinator,
+// takes its share of the sessions of every stage and streams histograms
+// back.
+func (c *cli) agentCmd() *cobra.Command {
 	host, _ := os.Hostname()
-	addr := fs.String("coordinator", "", "coordinator address (host:port)")
-	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "agent id, stable across reconnects")
-	index := fs.Int("index", -1, "sharding index to ask for (e.g. a StatefulSet ordinal); -1 lets the coordinator choose")
-	capacity := fs.Int("capacity", 0, "most sessions this agent runs (0: no cap)")
-	tokenFile := fs.String("token-file", "", "file holding the shared token (default: $"+tokenEnv+")")
-	caFile := fs.String("tls-ca", "", "CA certificate to trust the coordinator with (enables TLS)")
-	serverName := fs.String("tls-server-name", "", "name to check the coordinator's certificate against")
-	apiKeyEnv := fs.String("api-key-env", "OPENAI_API_KEY", "environment variable holding the target's API key")
-	endpoint := fs.String("endpoint", "", "target endpoint: chat or completions (default: the coordinator's, else chat)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	cfg := agent.Config{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Index: -1, Version: version}
+	var tokenFile, endpoint string
+	apiKeyEnv := flags.DefaultAPIKeyEnv
+	cmd := &cobra.Command{
+		Use:   "agent --coordinator ADDR [flags]",
+		Short: "run an agent that takes sessions from a coordinator",
+		Long: "Joins a coordinator and runs its share of every stage's sessions against the target the\n" +
+			"coordinator names, streaming HDR histograms back. The API key is read from this\n" +
+			"process's environment, never sent over the wire.",
+		Example: "  fleetbench agent --coordinator coordinator:7070 --token-file token --index 0",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Coordinator == "" {
+				return usagef("--coordinator ADDR is required")
+			}
+			token, err := loadToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			cfg.Token = token
+			a, err := agent.New(cfg, agent.ClientBuilder(c.logger, apiKeyEnv, endpoint), c.logger)
+			if err != nil {
+				return err
+			}
+			err = a.Run(cmd.Context())
+			if errors.Is(err, agent.ErrRefused) {
+				return fmt.Errorf("join coordinator: %w", err)
+			}
+			return err
+		},
 	}
-	if *addr == "" {
-		fmt.Fprintln(c.stderr, "agent: --coordinator is required")
-		return errUsage
-	}
-	token, err := loadToken(*tokenFile)
-	if err != nil {
-		return err
-	}
-	a, err := agent.New(agent.Config{
-		ID: *id, Index: *index, Capacity: *capacity, Version: version, Coordinator: *addr,
-		Token: token, CAFile: *caFile, ServerName: *serverName,
-	}, agent.ClientBuilder(c.logger, *apiKeyEnv, *endpoint), c.logger)
-	if err != nil {
-		return err
-	}
-	err = a.Run(ctx)
-	if errors.Is(err, agent.ErrRefused) {
-		return fmt.Errorf("join coordinator: %w", err)
-	}
-	return err
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.Coordinator, "coordinator", "", "coordinator address (host:port)")
+	fs.StringVar(&cfg.ID, "id", cfg.ID, "agent id, stable across reconnects")
+	fs.IntVar(&cfg.Index, "index", -1, "sharding index to ask for (e.g. a Job completion index); -1 lets the coordinator choose")
+	fs.IntVar(&cfg.Capacity, "capacity", 0, "most sessions this agent runs (0: no cap)")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the shared token (default: $"+tokenEnv+")")
+	fs.StringVar(&cfg.CAFile, "tls-ca", "", "CA certificate to trust the coordinator with (enables TLS)")
+	fs.StringVar(&cfg.ServerName, "tls-server-name", "", "name to check the coordinator's certificate against")
+	flags.Group(fs, flags.GroupFleet, "coordinator", "id", "index", "capacity", "token-file", "tls-ca", "tls-server-name")
+	fs.StringVar(&apiKeyEnv, "api-key-env", apiKeyEnv, "environment variable holding the target's API key (unset or empty: no key)")
+	fs.StringVar(&endpoint, "endpoint", "", "target endpoint: chat or completions (default: the coordinator's)")
+	flags.Group(fs, flags.GroupTarget, "api-key-env", "endpoint")
+	return cmd
 }
-

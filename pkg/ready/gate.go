@@ -458,11 +458,8 @@ func newTarget(cc client.Config) (*target, error) {
 	for k, v := range cc.Headers {
 		t.header.Set(k, v)
 	}
-	if cc.APIKeyEnv != "" {
-		key := os.Getenv(cc.APIKeyEnv)
-		if key == "" {
-			return nil, fmt.Errorf("read api key: environment variable %s is not set", cc.APIKeyEnv)
-		}
+	// As the load client: an unset variable means no key.
+	if key := os.Getenv(cc.APIKeyEnv); cc.APIKeyEnv != "" && key != "" {
 		t.header.Set("Authorization", "Bearer "+key)
 	}
 	return t, nil
