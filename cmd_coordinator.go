@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
@@ -160,11 +161,11 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	ctx, losses, stopKube, err := kube.startKubeAgentsFor(ctx, c.logger, &cfg)
+	ctx, kubeAgents, err := startKube(ctx, c.logger, kube.options(*agents), &cfg)
 	if err != nil {
 		return err
 	}
-	defer stopKube()
+	defer kubeAgents.Stop()
 	var opts []coordinator.Option
 	if reg != nil {
 		opts = append(opts, coordinator.WithRegisterer(reg))
@@ -174,7 +175,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		return err
 	}
 	lossCtx, stopLosses := context.WithCancel(ctx)
-	waitLosses := forwardLosses(lossCtx, co, losses)
+	waitLosses := forwardLosses(lossCtx, co, kubeAgents.Losses())
 	defer func() {
 		stopLosses()
 		waitLosses()
@@ -192,7 +193,7 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 		served <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: token, CertFile: *cert, KeyFile: *key})
 	}()
 	res, runErr := co.Run(ctx)
-	runErr = kubeCause(ctx, runErr)
+	runErr = kubejob.Cause(ctx, runErr)
 	// Give the agents a moment to receive their stop before the server
 	// goes away.
 	select {

@@ -6,8 +6,8 @@ import (
 	"flag"
 	"io"
 	"os"
-	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,63 +21,67 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/kubetest"
 )
 
-func TestParseToleration(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    corev1.Toleration
-		wantErr bool
-	}{
-		{"gpu=true:NoSchedule", corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}, false},
-		{"dedicated:NoExecute", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}, false},
-		{"spot", corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists}, false},
-		{"pool=load", corev1.Toleration{Key: "pool", Operator: corev1.TolerationOpEqual, Value: "load"}, false},
-		{"gpu=true:Sometimes", corev1.Toleration{}, true},
-		{":NoSchedule", corev1.Toleration{}, true},
-	}
-	for _, tt := range tests {
-		got, err := parseToleration(tt.in)
-		if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
-			t.Errorf("parseToleration(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
-func TestParseNodeSelector(t *testing.T) {
-	got, err := parseNodeSelector([]string{"pool=load,zone=a", "arch=amd64"})
-	want := map[string]string{"pool": "load", "zone": "a", "arch": "amd64"}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("parseNodeSelector = %v, %v; want %v", got, err, want)
-	}
-	if _, err := parseNodeSelector([]string{"pool"}); err == nil {
-		t.Error("parseNodeSelector(pool) succeeded, want an error")
-	}
-}
-
-func TestParseResources(t *testing.T) {
-	r, err := parseResources("2", "1Gi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Requests.Cpu().String() != "2" || r.Requests.Memory().String() != "1Gi" || r.Limits.Memory().String() != "1Gi" || !r.Limits.Cpu().IsZero() {
-		t.Errorf("resources %+v: want cpu request 2, memory request and limit 1Gi, no cpu limit", r)
-	}
-	if _, err := parseResources("two", ""); err == nil {
-		t.Error("parseResources(two) succeeded, want an error")
-	}
-}
-
 // kubeFlagSet mimics cmdCoordinator's flag set: its --agents and the kube
 // flags.
-func kubeFlagSet(t *testing.T, args ...string) *kubeFlags {
+func kubeFlagSet(t *testing.T, args ...string) kubejob.Options {
 	t.Helper()
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Int("agents", 1, "")
+	agents := fs.Int("agents", 1, "")
 	f := addKubeFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return f.options(*agents)
+}
+
+// TestKubeFlagsStd: the pflag-declared kube flags parse on the standard
+// flag set as they did when declared there: bools without a value,
+// repeatable flags whose values keep their commas, and help without
+// spurious defaults.
+func TestKubeFlagsStd(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want func(o kubejob.Options) bool
+	}{
+		{"bool without value", []string{"--kube-agents", "--token-secret-env"},
+			func(o kubejob.Options) bool { return o.Enabled && o.TokenAsEnv }},
+		{"bool false", []string{"--kube-agents=false"}, func(o kubejob.Options) bool { return !o.Enabled }},
+		{"defaults", nil, func(o kubejob.Options) bool {
+			return !o.Enabled && o.Spread == "ScheduleAnyway" && o.TokenSecret == kubejob.DefaultTokenSecret &&
+				o.Retries == kubejob.DefaultBackoffLimitPerIndex && o.PendingTimeout == kubejob.DefaultPendingTimeout &&
+				o.Agents == 1 && !o.AgentsSet && o.AgentArgs == nil
+		}},
+		{"repeated with commas", []string{"--agent-arg=--levels=1,2", "--agent-arg", "--x", "--node-selector", "a=b,c=d"},
+			func(o kubejob.Options) bool {
+				return slices.Equal(o.AgentArgs, []string{"--levels=1,2", "--x"}) && slices.Equal(o.NodeSelector, []string{"a=b,c=d"})
+			}},
+		{"typed", []string{"--agent-capacity", "16", "--pending-timeout", "30s", "--agents", "3"}, func(o kubejob.Options) bool {
+			return o.Capacity == 16 && o.PendingTimeout == 30*time.Second && o.Agents == 3 && o.AgentsSet
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if o := kubeFlagSet(t, tt.args...); !tt.want(o) {
+				t.Errorf("options from %q: %+v", tt.args, o)
+			}
+		})
+	}
+
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	addKubeFlags(fs)
+	var help strings.Builder
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	for _, bad := range []string{"panic", "(default [])", "(default false)", "(default 0)"} {
+		if strings.Contains(help.String(), bad) {
+			t.Errorf("help has %q:\n%s", bad, help.String())
+		}
+	}
+	if !strings.Contains(help.String(), "(default 1024 65535)") {
+		t.Errorf("help lacks the port range default:\n%s", help.String())
+	}
 }
 
 func TestKubeFlagsConfig(t *testing.T) {
@@ -94,7 +98,7 @@ func TestKubeFlagsConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"--kube-agents", "--agent-image", "fleetbench:dev"}, tt.args...)
-			cfg, err := kubeFlagSet(t, args...).config("bench", 100)
+			cfg, err := kubeFlagSet(t, args...).Config("bench", 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +114,7 @@ func TestKubeFlagsConfig(t *testing.T) {
 		"--pending-timeout", "30s", "--agent-spread", "DoNotSchedule", "--agent-pull-secret", "regcred",
 		"--agent-arg=--endpoint=chat", "--agent-secret-env", "USER_MODEL_KEY=user-model/key",
 		"--agent-mount", "pvc:sharegpt:/data")
-	cfg, err := f.config("bench", 8)
+	cfg, err := f.Config("bench", 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,16 +139,16 @@ func TestKubeFlagsConfig(t *testing.T) {
 	if len(cfg.Mounts) != 1 || cfg.Mounts[0] != (kubejob.Mount{Kind: kubejob.MountPVC, Name: "sharegpt", Path: "/data"}) {
 		t.Errorf("mounts %+v, want the sharegpt claim at /data", cfg.Mounts)
 	}
-	if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-mount", "nfs:x:/d").config("bench", 8); err == nil {
+	if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-mount", "nfs:x:/d").Config("bench", 8); err == nil {
 		t.Error("--agent-mount nfs:x:/d accepted")
 	}
 	for _, bad := range []string{"USER_MODEL_KEY", "=x/y", "A B=x"} {
-		if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-secret-env", bad).config("bench", 8); err == nil {
+		if _, err := kubeFlagSet(t, "--kube-agents", "--agent-image", "i", "--agent-secret-env", bad).Config("bench", 8); err == nil {
 			t.Errorf("--agent-secret-env %q accepted", bad)
 		}
 	}
 
-	if _, err := kubeFlagSet(t, "--kube-agents").config("bench", 8); err == nil {
+	if _, err := kubeFlagSet(t, "--kube-agents").Config("bench", 8); err == nil {
 		t.Error("config without --agent-image succeeded, want an error")
 	}
 }
@@ -166,7 +170,7 @@ func TestStartKubeAgents(t *testing.T) {
 		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
 			"--agent-capacity", "4", "--coordinator-service", "coord:7070")
 		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}, {Level: 8}}}
-		runCtx, _, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
+		runCtx, agents, err := startKube(ctx, logger, f, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,12 +185,12 @@ func TestStartKubeAgents(t *testing.T) {
 		if _, err := kubetest.WaitJob(ctx, cs, ns, name); err != nil {
 			t.Fatal(err)
 		}
-		stop()
+		agents.Stop()
 		if _, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("job after stop: %v, want NotFound", err)
 		}
-		if err := kubeCause(runCtx, context.Canceled); !errors.Is(err, context.Canceled) {
-			t.Errorf("kubeCause after a clean run = %v, want the run's own error", err)
+		if err := kubejob.Cause(runCtx, context.Canceled); !errors.Is(err, context.Canceled) {
+			t.Errorf("Cause after a clean run = %v, want the run's own error", err)
 		}
 	})
 
@@ -196,19 +200,19 @@ func TestStartKubeAgents(t *testing.T) {
 		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
 			"--agents", "1", "--node-selector", kubetest.FakeNodeLabel+"=none", "--pending-timeout", "2s")
 		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
-		runCtx, _, stop, err := f.startKubeAgentsFor(ctx, logger, &cfg)
+		runCtx, agents, err := startKube(ctx, logger, f, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer stop()
+		defer agents.Stop()
 		select {
 		case <-runCtx.Done():
 		case <-ctx.Done():
 			t.Fatal("run not canceled by an unschedulable agent")
 		}
 		var kerr *kubejob.Error
-		if err := kubeCause(runCtx, context.Canceled); !errors.As(err, &kerr) || kerr.Kind != kubejob.KindPendingTooLong {
-			t.Errorf("kubeCause = %v, want a PendingTooLong *kubejob.Error", err)
+		if err := kubejob.Cause(runCtx, context.Canceled); !errors.As(err, &kerr) || kerr.Kind != kubejob.KindPendingTooLong {
+			t.Errorf("Cause = %v, want a PendingTooLong *kubejob.Error", err)
 		}
 	})
 }
@@ -236,11 +240,11 @@ func TestAgentImageDefaultsToOwn(t *testing.T) {
 	t.Setenv(kubejob.EnvPodUID, string(pod.UID))
 	f := kubeFlagSet(t, "--kube-agents", "--agents", "1")
 	cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
-	_, _, stop, err := f.startKubeAgentsFor(ctx, hclog.NewNullLogger(), &cfg)
+	_, agents, err := startKube(ctx, hclog.NewNullLogger(), f, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer agents.Stop()
 	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("jobs %v, %v; want one", jobs, err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -124,7 +125,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "fleetbench sweep: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
-	if f.kube.enabled {
+	if f.kube.opts.Enabled {
 		if f.remoteAgents != 0 {
 			fmt.Fprintln(c.stderr, "fleetbench sweep: --kube-agents starts the agents itself: drop --remote-agents (size them with --agents or --agent-capacity)")
 			return errUsage
@@ -146,7 +147,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	useSim := simCfg != nil
-	if useSim && f.kube.enabled {
+	if useSim && f.kube.opts.Enabled {
 		fmt.Fprintln(c.stderr, "fleetbench sweep: --kube-agents needs a target the agent pods can reach; the built-in simulator listens on loopback")
 		return errUsage
 	}
@@ -187,7 +188,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 	}
 	defer stopMetrics()
 	var remote *remoteFleet
-	if f.remoteAgents > 0 || f.kube.enabled {
+	if f.remoteAgents > 0 || f.kube.opts.Enabled {
 		token, err := loadToken(f.tokenFile)
 		if err != nil {
 			return err
@@ -198,10 +199,9 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout,
 			CertFile: f.tlsCert, KeyFile: f.tlsKey}
 	}
-	if f.kube.enabled {
-		// --agents (the spec's agents) is the count, unless only
-		// --agent-capacity is given.
-		f.kube.specAgents = max(spec.Agents, 1)
+	// With --kube-agents, --agents (the spec's agents) is the count,
+	// unless only --agent-capacity is given.
+	if kube := f.kube.options(max(spec.Agents, 1)); kube.Enabled {
 		// Only the levels matter: they size the Job with --agent-capacity.
 		cfg := coordinator.Config{}
 		for _, l := range spec.Levels {
@@ -209,14 +209,14 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		}
 		// A fatal condition of the agents cancels ctx with the cause; the
 		// Job is deleted on every exit, a signal's included.
-		kctx, losses, stopKube, err := f.kube.startKubeAgentsFor(ctx, c.logger, &cfg)
+		kctx, agents, err := startKube(ctx, c.logger, kube, &cfg)
 		if err != nil {
 			return err
 		}
-		defer stopKube()
-		remote.Agents, remote.Losses = cfg.Agents, losses
+		defer agents.Stop()
+		remote.Agents, remote.Losses = cfg.Agents, agents.Losses()
 		err = c.sweep(kctx, spec, simCfg, plan, id, !f.noRestore, remote, registerer(reg))
-		return kubeCause(kctx, err)
+		return kubejob.Cause(kctx, err)
 	}
 	return c.sweep(ctx, spec, simCfg, plan, id, !f.noRestore, remote, registerer(reg))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/workload"
@@ -81,7 +82,7 @@ type remoteFleet struct {
 	JoinTimeout time.Duration
 	// Losses, when set, reports agents gone for good (their pods failed)
 	// so the coordinator moves their sessions at once.
-	Losses <-chan agentLoss
+	Losses <-chan kubejob.Loss
 }
 
 // fleetAgentReport is how often local agents report: faster than a remote

@@ -15,7 +15,13 @@
 // failure, a missing Secret, a pod Pending longer than PendingTimeout, the
 // Job failed) also as an *Error from Err and Wait, so a run never hangs on
 // agents that will not come. Delete removes the Job and its pods; so does
-// the end of the context given to Start.
+// the end of the context given to Manager.Start.
+//
+// Options are a command's settings for all this, bound to flags by
+// AddFlags. Start runs the agents from them for one run: it connects to
+// the API server (in-cluster, or $KUBECONFIG), starts a Manager, reports
+// agents lost for good on Agents.Losses and cancels the run's context on
+// a fatal condition (see Cause); Agents.Stop deletes the Job.
 //
 // The Manager needs, in the Job's namespace: jobs create, get, list, watch,
 // delete; pods get, list, watch.
