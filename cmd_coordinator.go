@@ -4,16 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
-	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/result"
+	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -169,137 +166,16 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	if reg != nil {
 		opts = append(opts, coordinator.WithRegisterer(reg))
 	}
-	co, err := coordinator.New(cfg, c.logger, opts...)
-	if err != nil {
-		return err
-	}
-	lossCtx, stopLosses := context.WithCancel(ctx)
-	waitLosses := forwardLosses(lossCtx, co, losses)
-	defer func() {
-		stopLosses()
-		waitLosses()
-	}()
-	var lc net.ListenConfig
-	lis, err := lc.Listen(ctx, "tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	c.logger.Info("coordinator listening", "addr", lis.Addr().String(), "agents", cfg.Agents, "tls", *cert != "")
-	serveCtx, stopServe := context.WithCancel(ctx)
-	defer stopServe()
-	served := make(chan error, 1)
-	go func() {
-		served <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: token, CertFile: *cert, KeyFile: *key})
-	}()
-	res, runErr := co.Run(ctx)
+	res, runErr := fleet.Serve(ctx, c.logger, fleet.ServeConfig{
+		Coordinator: cfg, Options: opts, Listen: *listen, Losses: losses,
+		Server: coordinator.ServerConfig{Token: token, CertFile: *cert, KeyFile: *key},
+	})
 	runErr = kubeCause(ctx, runErr)
-	// Give the agents a moment to receive their stop before the server
-	// goes away.
-	select {
-	case <-time.After(time.Second):
-	case <-ctx.Done():
-	}
-	stopServe()
-	if err := <-served; err != nil && runErr == nil {
-		runErr = err
-	}
 	if res != nil {
-		if err := writeStages(c, res, cfg, *out); err != nil && runErr == nil {
+		if err := fleet.WriteStages(c.stdout, res, cfg, *out, version); err != nil && runErr == nil {
 			runErr = err
 		}
-		printStages(c, res)
+		fleet.PrintStages(c.stdout, res)
 	}
 	return runErr
-}
-
-// writeStages prints the vLLM block of each measured stage and writes its
-// result.json to out/stage-<i>/.
-func writeStages(c *cli, res *coordinator.Result, cfg coordinator.Config, out string) error {
-	byID := make(map[uint32]*coordinator.WindowResult, len(res.Windows))
-	for _, w := range res.Windows {
-		byID[w.ID] = w
-	}
-	for _, s := range res.Stages {
-		if s.Measured == nil || s.Measured.Counters.Requests+s.Measured.Counters.Failed == 0 {
-			continue
-		}
-		// The stage's measured time: its measured windows not re-run.
-		var dur time.Duration
-		var start, end time.Time
-		for _, id := range s.Windows {
-			w := byID[id]
-			if w == nil || w.Kind != coordinator.KindMeasure || w.Rerun {
-				continue
-			}
-			dur += w.End.Sub(w.Start)
-			if start.IsZero() || w.Start.Before(start) {
-				start = w.Start
-			}
-			end = later(end, w.End)
-		}
-		if dur <= 0 {
-			continue
-		}
-		facts := result.Facts{
-			Duration: dur, MaxConcurrency: s.Level, RequestRate: s.RequestRate, Model: cfg.Spec.Model,
-			Target: cfg.Spec.Target, Workload: cfg.Spec.Workload.Kind, Version: version, Start: start, End: end, Label: s.Mode,
-		}
-		if s.RequestRate > 0 {
-			facts.MaxConcurrency = 0
-		}
-		sum, err := result.New(s.Measured, facts)
-		if err != nil {
-			return fmt.Errorf("summarise stage %d: %w", s.Index, err)
-		}
-		fmt.Fprintf(c.stdout, "Stage %d (level %d%s%s)\n", s.Index, s.Level, modeSuffix(s.Mode), degradedSuffix(s.Degraded))
-		if err := result.WriteBlock(c.stdout, sum); err != nil {
-			return err
-		}
-		dir := filepath.Join(out, fmt.Sprintf("stage-%d", s.Index))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("write stage %d result: %w", s.Index, err)
-		}
-		if err := result.WriteJSONFile(filepath.Join(dir, "result.json"), sum); err != nil {
-			return fmt.Errorf("write stage %d result: %w", s.Index, err)
-		}
-	}
-	return nil
-}
-
-func modeSuffix(mode string) string {
-	if mode == "" {
-		return ""
-	}
-	return ", mode " + mode
-}
-
-func degradedSuffix(d bool) string {
-	if d {
-		return ", degraded: an agent was lost"
-	}
-	return ""
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// printStages writes one line per stage with the fleet-wide percentiles.
-func printStages(c *cli, res *coordinator.Result) {
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-	fmt.Fprintf(c.stdout, "%-6s %-8s %-10s %9s %9s %9s %9s %9s %9s %9s %s\n",
-		"stage", "level", "mode", "requests", "ttft_p50", "ttft_p95", "ttft_p99", "e2e_p50", "e2e_p99", "skew_ms", "degraded")
-	for _, s := range res.Stages {
-		w := s.Measured
-		if w == nil {
-			continue
-		}
-		ttft, e2e := w.Hist[record.TTFT], w.Hist[record.E2E]
-		fmt.Fprintf(c.stdout, "%-6d %-8d %-10s %9d %9s %9s %9s %9s %9s %9s %t\n",
-			s.Index, s.Level, s.Mode, w.Counters.Requests, ms(ttft.Percentile(50)), ms(ttft.Percentile(95)),
-			ms(ttft.Percentile(99)), ms(e2e.Percentile(50)), ms(e2e.Percentile(99)), ms(s.StartSkew), s.Degraded)
-	}
 }

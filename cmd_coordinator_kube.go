@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 )
 
@@ -272,8 +273,9 @@ func ownImage(ctx context.Context, cs kubernetes.Interface) (string, error) {
 }
 
 // agentLoss is an agent gone for good, as the agents' Job saw it: the
-// agent's id (its pod's name) and why.
-type agentLoss struct{ ID, Reason string }
+// agent's id (its pod's name) and why. It is fleet.Loss, so the losses go
+// to fleet.Serve as they are.
+type agentLoss = fleet.Loss
 
 // lossQueue is how many agent losses wait for the coordinator; more are
 // dropped and left to its heartbeat timeout.
@@ -334,25 +336,6 @@ func (f *kubeFlags) startKubeAgentsFor(ctx context.Context, logger hclog.Logger,
 		cancel(nil)
 	}
 	return runCtx, losses, stop, nil
-}
-
-// forwardLosses tells co about every agent loss on losses until ctx ends;
-// wait waits for that. losses may be nil.
-func forwardLosses(ctx context.Context, co *coordinator.Coordinator, losses <-chan agentLoss) (wait func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case l := <-losses:
-				// ErrRunOver or ctx's end: nothing is left to tell.
-				_ = co.AgentLost(ctx, l.ID, l.Reason)
-			}
-		}
-	}()
-	return func() { <-done }
 }
 
 // kubeCause returns the reason the agents stopped the run when runErr

@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
+	"github.com/fleetbench/fleetbench/pkg/progress"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
@@ -186,7 +188,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	var remote *remoteFleet
+	var remote *fleet.Remote
 	if f.remoteAgents > 0 || f.kube.enabled {
 		token, err := loadToken(f.tokenFile)
 		if err != nil {
@@ -195,7 +197,7 @@ func (c *cli) cmdSweep(ctx context.Context, args []string) error {
 		if token == "" {
 			c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
 		}
-		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout,
+		remote = &fleet.Remote{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout,
 			CertFile: f.tlsCert, KeyFile: f.tlsKey}
 	}
 	if f.kube.enabled {
@@ -366,7 +368,7 @@ func writeSweepSpec(spec *sweep.Spec, simCfg *simSettings) error {
 
 // sweep runs plan and renders the report.
 func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, plan *sweep.Plan, id string, restore bool,
-	remote *remoteFleet, reg prometheus.Registerer) error {
+	remote *fleet.Remote, reg prometheus.Registerer) error {
 	logger := c.logger.Named("sweep")
 	sm, err := sweeprun.NewMetrics(reg)
 	if err != nil {
@@ -374,7 +376,7 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	}
 	start := time.Now()
 	live := sweeprun.NewLive(sweeprun.DefaultLiveSpan)
-	display := sweeprun.NewDisplay(c.stderr, isTerminal(c.stderr), logger, live)
+	display := sweeprun.NewDisplay(c.stderr, progress.IsTerminal(c.stderr), logger, live)
 	if r, ok := logger.(hclog.OutputResettable); ok && display.LogOutput() != c.stderr {
 		// On a terminal, log lines go above the status line. Only this
 		// sub-logger (and those made from it) changes; the root keeps
@@ -420,22 +422,19 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	}
 	defer w.Close()
 
-	fl := &fleetSweeper{
-		logger:  quiet(logger.Named("fleet")),
-		metrics: sm,
-		fc: fleetConfig{
-			Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
-			Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg,
-		},
+	fc := fleet.Config{
+		Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
+		Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg, Version: version,
 	}
 	if remote != nil {
 		// Remote agents' samples stay with them: their interval reports
 		// feed the live figures.
-		fl.fc.OnReport = func(_ string, _ uint32, w *record.Window) { live.ObserveWindow(w, time.Now()) }
+		fc.OnReport = func(_ string, _ uint32, w *record.Window) { live.ObserveWindow(w, time.Now()) }
 		fmt.Fprintf(c.stdout, "Waiting for %d agents on %s (fleetbench agent --coordinator ADDR)\n", remote.Agents, remote.Listen)
 	} else {
-		fl.fc.Observe = live.Observe
+		fc.Observe = live.Observe
 	}
+	fl := fleet.NewSweeper(fleet.Quiet(logger.Named("fleet")), fc, sm)
 	r, err := sweeprun.New(sweeprun.Config{
 		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
 		Restore: restore, OnStatus: display.Update, Logger: logger,
@@ -523,97 +522,4 @@ func startSweepSim(ctx context.Context, s *simSettings, model string, logger hcl
 	}
 	logger.Info("simulator started", "url", sm.URL(), "profile", cfg.Profile, "replicas", cfg.Replicas, "time_scale", cfg.TimeScale)
 	return sm, nil
-}
-
-// fleetSweeper runs a whole sweep on one fleet: one coordinator run whose
-// stages are the sweep's levels, the agents (local, or remote with
-// --remote-agents) connected from the first level to the last. The
-// sweep's switches, gates and cooldowns run from the coordinator's
-// BeforeStage, with the agents idle; each level's measured time is cut
-// into windows of Measure/Snapshots, and its measurement, the merge of
-// those windows, goes to the runner as soon as the next stage is due (or
-// the run ends).
-type fleetSweeper struct {
-	logger  hclog.Logger
-	fc      fleetConfig
-	metrics *sweeprun.Metrics
-}
-
-var _ sweeprun.Fleet = (*fleetSweeper)(nil)
-
-// Run runs levels on one coordinator run.
-func (f *fleetSweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.Hooks) error {
-	fc := f.fc
-	fc.Stages = make([]coordinator.Stage, len(levels))
-	for i, l := range levels {
-		n := time.Duration(max(l.Snapshots, 1))
-		fc.Stages[i] = coordinator.Stage{
-			Level: l.Key.Level, RequestRate: l.RequestRate, Mode: l.Key.Mode, Warmup: l.Warmup, Duration: l.Measure,
-			// Rounded up so the last window is not a sliver.
-			Window: (l.Measure + n - 1) / n,
-		}
-	}
-	// The coordinator's loop calls OnWindowClosed and OnStageDone;
-	// BeforeStage runs on its own goroutine, and the last stage is
-	// delivered here after Run: mu orders them.
-	var (
-		mu      sync.Mutex
-		windows []*coordinator.WindowResult
-		ended   *coordinator.StageResult // measured, not yet delivered
-	)
-	fc.OnWindowClosed = func(w *coordinator.WindowResult) {
-		mu.Lock()
-		windows = append(windows, w)
-		mu.Unlock()
-	}
-	fc.OnStageDone = func(s *coordinator.StageResult) {
-		if s.Interrupted {
-			return // a level cut short is measured again on resume
-		}
-		mu.Lock()
-		ended = s
-		mu.Unlock()
-	}
-	deliver := func() error {
-		mu.Lock()
-		st := ended
-		ended = nil
-		res := &coordinator.Result{Windows: windows}
-		if st != nil {
-			// Later stages need none of the windows so far.
-			windows = nil
-		}
-		mu.Unlock()
-		if st == nil {
-			return nil
-		}
-		sm, err := measureStage(res, st)
-		if err != nil {
-			return err
-		}
-		if err := h.Done(st.Index, &sweeprun.Measurement{
-			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
-			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
-		}); err != nil {
-			return err
-		}
-		f.metrics.PointDone()
-		return nil
-	}
-	fc.BeforeStage = func(ctx context.Context, i int, _ coordinator.Stage) error {
-		if err := deliver(); err != nil {
-			return err
-		}
-		f.metrics.SetLevel(0)
-		if err := h.Before(ctx, i); err != nil {
-			return err
-		}
-		f.metrics.SetLevel(levels[i].Key.Level)
-		return nil
-	}
-	defer f.metrics.SetLevel(0)
-	if _, err := runFleet(ctx, f.logger, fc); err != nil {
-		return err
-	}
-	return deliver()
 }
