@@ -18,7 +18,7 @@ func (c *cli) agentCmd() *cobra.Command {
 	host, _ := os.Hostname()
 	cfg := agent.Config{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Index: -1, Version: version}
 	var tokenFile, endpoint string
-	apiKeyEnv := flags.DefaultAPIKeyEnv
+	var apiKeyEnv string
 	cmd := &cobra.Command{
 		Use:   "agent --coordinator ADDR [flags]",
 		Short: "run an agent that takes sessions from a coordinator",
@@ -56,7 +56,7 @@ func (c *cli) agentCmd() *cobra.Command {
 	fs.StringVar(&cfg.CAFile, "tls-ca", "", "CA certificate to trust the coordinator with (enables TLS)")
 	fs.StringVar(&cfg.ServerName, "tls-server-name", "", "name to check the coordinator's certificate against")
 	flags.Group(fs, flags.GroupFleet, "coordinator", "id", "index", "capacity", "token-file", "tls-ca", "tls-server-name")
-	fs.StringVar(&apiKeyEnv, "api-key-env", apiKeyEnv, "environment variable holding the target's API key (unset or empty: no key)")
+	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the target's API key (default: the coordinator's --api-key-env, "+flags.DefaultAPIKeyEnv+"; unset variable: no key)")
 	fs.StringVar(&endpoint, "endpoint", "", "target endpoint: chat or completions (default: the coordinator's)")
 	flags.Group(fs, flags.GroupTarget, "api-key-env", "endpoint")
 	return cmd

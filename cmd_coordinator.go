@@ -1,20 +1,19 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -38,130 +37,149 @@ func loadToken(file string) (string, error) {
 	return tok, nil
 }
 
-// parseLevels parses "8,16,32" into concurrency levels.
-func parseLevels(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("parse level %q: want a positive integer", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+// coordinatorOptions are the coordinator command's flags.
+type coordinatorOptions struct {
+	cfg                                           coordinator.Config
+	endpoint, apiKeyEnv                           string
+	levels                                        []int
+	rate                                          float64
+	mode                                          string
+	warmup, duration, cooldown                    time.Duration
+	conversations                                 int
+	onLoss, listen, tokenFile, cert, key, metrics string
+	kube                                          kubejob.Options
+	dryRun                                        bool
 }
 
-func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	listen := fs.String("listen", ":7070", "address to accept agents on")
-	agents := fs.Int("agents", 1, "agents to wait for before starting")
-	levels := fs.String("concurrency", "8", "total concurrency; a comma list runs one stage per level")
-	rate := fs.Float64("request-rate", 0, "open loop: total requests per second (0: closed loop)")
-	mode := fs.String("mode", "", "routing mode label recorded with the results")
-	warmup := fs.Duration("warmup", 10*time.Second, "warm-up per stage, left out of results")
-	duration := fs.Duration("duration", 60*time.Second, "measured time per stage")
-	window := fs.Duration("window", 0, "window length (0: one window per stage)")
-	convs := fs.Int("conversations", 0, "run exactly conversations 0..N-1 (0: unbounded)")
-	onLoss := fs.String("on-loss", string(coordinator.PolicyContinue), "when an agent is lost: continue, rerun or fail")
-	out := fs.String("out", "out/coordinator", "directory for window-<id>.json files and stage-<i>/result.json")
-	tokenFile := fs.String("token-file", "", "file holding the shared agent token (default: $"+tokenEnv+")")
-	cert := fs.String("tls-cert", "", "TLS certificate file (with --tls-key enables TLS)")
-	key := fs.String("tls-key", "", "TLS key file")
-	target := fs.String("target", "", "base URL of the OpenAI-compatible server the agents load")
-	model := fs.String("model", "", "model name")
-	wl := fs.String("workload", "docchat", "workload: docchat, sharegpt or jsonl")
-	dataset := fs.String("dataset", "", "dataset path for sharegpt and jsonl")
-	seed := fs.Int64("seed", 1, "workload seed")
-	maxTokens := fs.Int("max-tokens", 0, "output cap per turn (0: the server's)")
-	sessionHeader := fs.String("session-header", "", "request header carrying a per-conversation session id")
-	think := fs.String("think-time", "none", "pause before each turn after the first (none, 2s, exp:2s)")
-	turns := fs.String("turns", "", "user turns per conversation: N or MIN-MAX (docchat default 3-5; sharegpt: a cap)")
-	promptTokens := fs.Int("prompt-tokens", 0, "docchat: first prompt size in tokens (0: the default, 3100)")
-	documents := fs.Int("documents", 0, "docchat: starter documents (0: the default, 10)")
-	maxConvs := fs.Int("max-conversations", 0, "sharegpt: use at most N conversations (0: all)")
-	minMessages := fs.Int("min-messages", 0, "sharegpt: drop conversations with fewer messages")
-	umURL := fs.String("user-model-url", "", "docchat: base URL of a model that writes follow-up questions (agents read its key from --user-model-key-env)")
-	umModel := fs.String("user-model", "", "docchat: the user model's name")
-	umKeyEnv := fs.String("user-model-key-env", "", "docchat: agents' environment variable holding the user model's API key")
-	cooldown := fs.Duration("cooldown", 0, "idle pause between stages")
-	hb := fs.Duration("heartbeat", coordinator.DefaultHeartbeatInterval, "heartbeat interval")
-	hbTimeout := fs.Duration("heartbeat-timeout", coordinator.DefaultHeartbeatTimeout, "silence after which an agent is lost")
-	grace := fs.Duration("grace", coordinator.DefaultGrace, "how long a window waits for agents' watermarks")
-	joinTimeout := fs.Duration("join-timeout", coordinator.DefaultJoinTimeout, "how long to wait for the agents")
-	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics on `ADDR`/metrics (e.g. :9090; empty: none)")
-	kube := addKubeFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+func (c *cli) coordinatorCmd() *cobra.Command {
+	cmd, _ := c.newCoordinator()
+	return cmd
+}
+
+// newCoordinator returns the coordinator command and the options its flags
+// fill.
+func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
+	o := &coordinatorOptions{
+		cfg: coordinator.Config{
+			Agents: 1, Spec: coordinator.Spec{Workload: workload.Default()},
+			HeartbeatInterval: coordinator.DefaultHeartbeatInterval, HeartbeatTimeout: coordinator.DefaultHeartbeatTimeout,
+			Grace: coordinator.DefaultGrace, JoinTimeout: coordinator.DefaultJoinTimeout, OutDir: "out/coordinator",
+		},
+		endpoint: flags.DefaultEndpoint, apiKeyEnv: flags.DefaultAPIKeyEnv, levels: []int{8},
+		warmup: flags.DefaultWarmup, duration: flags.DefaultDuration, cooldown: flags.DefaultCooldown,
+		onLoss: string(coordinator.PolicyContinue), listen: ":7070",
 	}
-	if *target == "" {
-		fmt.Fprintln(c.stderr, "coordinator: --target is required")
-		return errUsage
+	cmd := &cobra.Command{
+		Use:   "coordinator --target URL [flags]",
+		Short: "run the coordinator that shards sessions across agents",
+		Long: "Accepts agents (fleetbench agent, or an Indexed Job with --kube-agents), shards the\n" +
+			"sessions of every level across them, merges their HDR histograms into exact fleet-wide\n" +
+			"percentiles and writes each level's vLLM-style result.",
+		Example: "  fleetbench coordinator --listen :7070 --agents 4 --token-file token --concurrency 800,1600 \\\n" +
+			"      --target http://vllm:8000 --model m --duration 5m --out out/c\n" +
+			"  fleetbench agent --coordinator coordinator:7070 --token-file token --index 0",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.config(cmd.Flags())
+			if err != nil {
+				return &usageError{err: err}
+			}
+			if o.dryRun {
+				return writeDryRun(c.stdout, newCoordinatorPlan(o, cfg))
+			}
+			return c.coordinate(cmd, o, cfg)
+		},
 	}
-	lv, err := parseLevels(*levels)
+	fs := cmd.Flags()
+	sp := &o.cfg.Spec
+	flags.Target(fs, &sp.Target, &sp.Model, &o.endpoint, &o.apiKeyEnv)
+	fs.Lookup("target").Usage = "base URL of the OpenAI-compatible server the agents load (required)"
+	fs.Lookup("api-key-env").Usage = "agents' environment variable holding the API key (each agent reads its own)"
+	flags.Workload(fs, &sp.Workload)
+	flags.AddLoad(fs, flags.Load{Concurrency: &o.levels, RequestRate: &o.rate, Warmup: &o.warmup, Duration: &o.duration, Cooldown: &o.cooldown})
+	fs.StringVar(&o.mode, "mode", "", "routing mode label recorded with the results")
+	fs.DurationVar(&o.cfg.Window, "window", 0, "window length (0: one window per level)")
+	fs.IntVar(&o.conversations, "conversations", 0, "run exactly conversations 0..N-1 (0: unbounded)")
+	flags.Group(fs, flags.GroupLoad, "mode", "window", "conversations")
+	fs.StringVar(&o.cfg.OutDir, "out", o.cfg.OutDir, "directory for window-<id>.json files and stage-<i>/result.json")
+	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without listening")
+	flags.Group(fs, flags.GroupOutput, "out", "metrics-listen", "dry-run")
+	fs.StringVar(&o.listen, "listen", o.listen, "address to accept agents on")
+	fs.IntVar(&o.cfg.Agents, "agents", o.cfg.Agents, "agents to wait for before starting")
+	fs.StringVar(&o.onLoss, "on-loss", o.onLoss, "when an agent is lost: continue, rerun or fail")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the shared agent token (default: $"+tokenEnv+")")
+	fs.StringVar(&o.cert, "tls-cert", "", "TLS certificate file (with --tls-key enables TLS)")
+	fs.StringVar(&o.key, "tls-key", "", "TLS key file")
+	fs.DurationVar(&o.cfg.HeartbeatInterval, "heartbeat", o.cfg.HeartbeatInterval, "heartbeat interval")
+	fs.DurationVar(&o.cfg.HeartbeatTimeout, "heartbeat-timeout", o.cfg.HeartbeatTimeout, "silence after which an agent is lost")
+	fs.DurationVar(&o.cfg.Grace, "grace", o.cfg.Grace, "how long a window waits for agents' watermarks")
+	fs.DurationVar(&o.cfg.JoinTimeout, "join-timeout", o.cfg.JoinTimeout, "how long to wait for the agents")
+	flags.Group(fs, flags.GroupFleet, "listen", "agents", "on-loss", "token-file", "tls-cert", "tls-key",
+		"heartbeat", "heartbeat-timeout", "grace", "join-timeout")
+	addKubeFlags(fs, &o.kube)
+	return cmd, o
+}
+
+// addKubeFlags registers kubejob's --kube-agents flags in the Kubernetes
+// help group.
+func addKubeFlags(fs *pflag.FlagSet, o *kubejob.Options) {
+	kfs := pflag.NewFlagSet("kube", pflag.ContinueOnError)
+	o.AddFlags(kfs)
+	kfs.VisitAll(func(f *pflag.Flag) {
+		fs.AddFlag(f)
+		flags.Group(fs, flags.GroupKubernetes, f.Name)
+	})
+}
+
+// config builds the coordinator's configuration from the parsed flags.
+func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, error) {
+	cfg := o.cfg
+	if cfg.Spec.Target == "" {
+		return cfg, fmt.Errorf("--target is required: the agents need a server to load")
+	}
+	if cfg.Spec.Model == "" {
+		return cfg, fmt.Errorf("--model is required with --target")
+	}
+	cfg.Spec.Endpoint, cfg.Spec.APIKeyEnv = o.endpoint, o.apiKeyEnv
+	policy, err := coordinator.ParsePolicy(o.onLoss)
 	if err != nil {
-		fmt.Fprintln(c.stderr, "coordinator:", err)
-		return errUsage
+		return cfg, err
 	}
-	policy, err := coordinator.ParsePolicy(*onLoss)
-	if err != nil {
-		fmt.Fprintln(c.stderr, "coordinator:", err)
-		return errUsage
+	cfg.OnLoss = policy
+	if err := cfg.Spec.Workload.Validate(); err != nil {
+		return cfg, fmt.Errorf("workload: %w", err)
 	}
-	token, err := loadToken(*tokenFile)
+	for _, l := range o.levels {
+		s := coordinator.Stage{Level: l, Mode: o.mode, Warmup: o.warmup, Duration: o.duration, Conversations: o.conversations, Cooldown: o.cooldown}
+		if o.rate > 0 {
+			s.Level, s.RequestRate = 0, o.rate
+		}
+		cfg.Stages = append(cfg.Stages, s)
+	}
+	o.kube.Agents, o.kube.AgentsSet = cfg.Agents, fs.Changed("agents")
+	return cfg, nil
+}
+
+// coordinate serves the agents and runs the stages.
+func (c *cli) coordinate(cmd *cobra.Command, o *coordinatorOptions, cfg coordinator.Config) error {
+	ctx := cmd.Context()
+	token, err := loadToken(o.tokenFile)
 	if err != nil {
 		return err
 	}
 	if token == "" {
 		c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
 	}
-	thinkTime, err := workload.ParseThinkTime(*think)
-	if err != nil {
-		fmt.Fprintln(c.stderr, "coordinator:", err)
-		return errUsage
-	}
-	tr, err := workload.ParseTurns(*turns)
-	if err != nil {
-		fmt.Fprintln(c.stderr, "coordinator:", err)
-		return errUsage
-	}
-	wcfg := workload.Config{
-		Kind: *wl, Dataset: *dataset, Seed: *seed, MaxTokens: *maxTokens, Think: thinkTime,
-		Documents: *documents, PromptTokens: *promptTokens, Turns: tr, SessionHeader: *sessionHeader,
-		MaxConversations: *maxConvs, MinMessages: *minMessages,
-	}
-	if (*umURL == "") != (*umModel == "") {
-		fmt.Fprintln(c.stderr, "coordinator: --user-model-url and --user-model go together")
-		return errUsage
-	}
-	if *umURL != "" {
-		wcfg.UserModel = &workload.UserModelConfig{URL: *umURL, Model: *umModel, APIKeyEnv: *umKeyEnv}
-	}
-	if err := wcfg.Validate(); err != nil {
-		fmt.Fprintln(c.stderr, "coordinator:", err)
-		return errUsage
-	}
-	cfg := coordinator.Config{
-		Agents: *agents, Window: *window, OnLoss: policy, OutDir: *out,
-		Spec:              coordinator.Spec{Target: *target, Model: *model, Workload: wcfg},
-		HeartbeatInterval: *hb, HeartbeatTimeout: *hbTimeout, Grace: *grace, JoinTimeout: *joinTimeout,
-	}
-	for _, l := range lv {
-		s := coordinator.Stage{Level: l, Mode: *mode, Warmup: *warmup, Duration: *duration, Conversations: *convs, Cooldown: *cooldown}
-		if *rate > 0 {
-			s.Level, s.RequestRate = 0, *rate
-		}
-		cfg.Stages = append(cfg.Stages, s)
-	}
-	// With --kube-agents the agents are an Indexed Job; a fatal pod failure
-	// cancels ctx with the cause, and the Job is deleted on every exit.
-	reg := newMetricsRegistry(*metricsListen)
-	_, stopMetrics, err := serveMetrics(ctx, *metricsListen, reg, c.logger)
+	reg := newMetricsRegistry(o.metrics)
+	_, stopMetrics, err := serveMetrics(ctx, o.metrics, reg, c.logger)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	ctx, kubeAgents, err := startKube(ctx, c.logger, kube.options(*agents), &cfg)
+	// With --kube-agents the agents are an Indexed Job; a fatal pod failure
+	// cancels ctx with the cause, and the Job is deleted on every exit.
+	ctx, kubeAgents, err := fleet.StartKube(ctx, c.logger, o.kube, &cfg)
 	if err != nil {
 		return err
 	}
@@ -170,137 +188,44 @@ func (c *cli) cmdCoordinator(ctx context.Context, args []string) error {
 	if reg != nil {
 		opts = append(opts, coordinator.WithRegisterer(reg))
 	}
-	co, err := coordinator.New(cfg, c.logger, opts...)
-	if err != nil {
-		return err
-	}
-	lossCtx, stopLosses := context.WithCancel(ctx)
-	waitLosses := forwardLosses(lossCtx, co, kubeAgents.Losses())
-	defer func() {
-		stopLosses()
-		waitLosses()
-	}()
-	var lc net.ListenConfig
-	lis, err := lc.Listen(ctx, "tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	c.logger.Info("coordinator listening", "addr", lis.Addr().String(), "agents", cfg.Agents, "tls", *cert != "")
-	serveCtx, stopServe := context.WithCancel(ctx)
-	defer stopServe()
-	served := make(chan error, 1)
-	go func() {
-		served <- co.Serve(serveCtx, lis, coordinator.ServerConfig{Token: token, CertFile: *cert, KeyFile: *key})
-	}()
-	res, runErr := co.Run(ctx)
+	res, runErr := fleet.Serve(ctx, c.logger, fleet.ServeConfig{
+		Coordinator: cfg, Options: opts, Listen: o.listen, Losses: kubeAgents.Losses(),
+		Server: coordinator.ServerConfig{Token: token, CertFile: o.cert, KeyFile: o.key},
+	})
 	runErr = kubejob.Cause(ctx, runErr)
-	// Give the agents a moment to receive their stop before the server
-	// goes away.
-	select {
-	case <-time.After(time.Second):
-	case <-ctx.Done():
-	}
-	stopServe()
-	if err := <-served; err != nil && runErr == nil {
-		runErr = err
-	}
 	if res != nil {
-		if err := writeStages(c, res, cfg, *out); err != nil && runErr == nil {
+		if err := fleet.WriteStages(c.stdout, res, cfg, cfg.OutDir, version); err != nil && runErr == nil {
 			runErr = err
 		}
-		printStages(c, res)
+		fleet.PrintStages(c.stdout, res)
 	}
 	return runErr
 }
 
-// writeStages prints the vLLM block of each measured stage and writes its
-// result.json to out/stage-<i>/.
-func writeStages(c *cli, res *coordinator.Result, cfg coordinator.Config, out string) error {
-	byID := make(map[uint32]*coordinator.WindowResult, len(res.Windows))
-	for _, w := range res.Windows {
-		byID[w.ID] = w
-	}
-	for _, s := range res.Stages {
-		if s.Measured == nil || s.Measured.Counters.Requests+s.Measured.Counters.Failed == 0 {
-			continue
-		}
-		// The stage's measured time: its measured windows not re-run.
-		var dur time.Duration
-		var start, end time.Time
-		for _, id := range s.Windows {
-			w := byID[id]
-			if w == nil || w.Kind != coordinator.KindMeasure || w.Rerun {
-				continue
-			}
-			dur += w.End.Sub(w.Start)
-			if start.IsZero() || w.Start.Before(start) {
-				start = w.Start
-			}
-			end = later(end, w.End)
-		}
-		if dur <= 0 {
-			continue
-		}
-		facts := result.Facts{
-			Duration: dur, MaxConcurrency: s.Level, RequestRate: s.RequestRate, Model: cfg.Spec.Model,
-			Target: cfg.Spec.Target, Workload: cfg.Spec.Workload.Kind, Version: version, Start: start, End: end, Label: s.Mode,
-		}
-		if s.RequestRate > 0 {
-			facts.MaxConcurrency = 0
-		}
-		sum, err := result.New(s.Measured, facts)
-		if err != nil {
-			return fmt.Errorf("summarise stage %d: %w", s.Index, err)
-		}
-		fmt.Fprintf(c.stdout, "Stage %d (level %d%s%s)\n", s.Index, s.Level, modeSuffix(s.Mode), degradedSuffix(s.Degraded))
-		if err := result.WriteBlock(c.stdout, sum); err != nil {
-			return err
-		}
-		dir := filepath.Join(out, fmt.Sprintf("stage-%d", s.Index))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("write stage %d result: %w", s.Index, err)
-		}
-		if err := result.WriteJSONFile(filepath.Join(dir, "result.json"), sum); err != nil {
-			return fmt.Errorf("write stage %d result: %w", s.Index, err)
-		}
-	}
-	return nil
+// coordinatorPlan is what `coordinator --dry-run` prints.
+type coordinatorPlan struct {
+	Target      string          `json:"target"`
+	Model       string          `json:"model"`
+	Endpoint    string          `json:"endpoint"`
+	APIKeyEnv   string          `json:"api_key_env"`
+	Workload    workload.Config `json:"workload"`
+	Concurrency []int           `json:"concurrency"`
+	RequestRate float64         `json:"request_rate,omitempty"`
+	Warmup      string          `json:"warmup"`
+	Duration    string          `json:"duration"`
+	Cooldown    string          `json:"cooldown"`
+	Listen      string          `json:"listen"`
+	Agents      int             `json:"agents"`
+	KubeAgents  bool            `json:"kube_agents,omitempty"`
+	OnLoss      string          `json:"on_loss"`
+	Out         string          `json:"out"`
 }
 
-func modeSuffix(mode string) string {
-	if mode == "" {
-		return ""
-	}
-	return ", mode " + mode
-}
-
-func degradedSuffix(d bool) string {
-	if d {
-		return ", degraded: an agent was lost"
-	}
-	return ""
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// printStages writes one line per stage with the fleet-wide percentiles.
-func printStages(c *cli, res *coordinator.Result) {
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-	fmt.Fprintf(c.stdout, "%-6s %-8s %-10s %9s %9s %9s %9s %9s %9s %9s %s\n",
-		"stage", "level", "mode", "requests", "ttft_p50", "ttft_p95", "ttft_p99", "e2e_p50", "e2e_p99", "skew_ms", "degraded")
-	for _, s := range res.Stages {
-		w := s.Measured
-		if w == nil {
-			continue
-		}
-		ttft, e2e := w.Hist[record.TTFT], w.Hist[record.E2E]
-		fmt.Fprintf(c.stdout, "%-6d %-8d %-10s %9d %9s %9s %9s %9s %9s %9s %t\n",
-			s.Index, s.Level, s.Mode, w.Counters.Requests, ms(ttft.Percentile(50)), ms(ttft.Percentile(95)),
-			ms(ttft.Percentile(99)), ms(e2e.Percentile(50)), ms(e2e.Percentile(99)), ms(s.StartSkew), s.Degraded)
+func newCoordinatorPlan(o *coordinatorOptions, cfg coordinator.Config) coordinatorPlan {
+	return coordinatorPlan{
+		Target: client.RedactURL(cfg.Spec.Target), Model: cfg.Spec.Model, Endpoint: cfg.Spec.Endpoint, APIKeyEnv: o.apiKeyEnv,
+		Workload: cfg.Spec.Workload, Concurrency: o.levels, RequestRate: o.rate, Warmup: o.warmup.String(),
+		Duration: o.duration.String(), Cooldown: o.cooldown.String(), Listen: o.listen, Agents: cfg.Agents,
+		KubeAgents: o.kube.Enabled, OnLoss: string(cfg.OnLoss), Out: cfg.OutDir,
 	}
 }

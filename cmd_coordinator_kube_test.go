@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"slices"
@@ -17,29 +16,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/kubetest"
 )
 
-// kubeFlagSet mimics cmdCoordinator's flag set: its --agents and the kube
-// flags.
+// kubeFlagSet parses args with the coordinator command's flags and
+// returns its kube options as the command builds them.
 func kubeFlagSet(t *testing.T, args ...string) kubejob.Options {
 	t.Helper()
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	agents := fs.Int("agents", 1, "")
-	f := addKubeFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	c := &cli{stdout: io.Discard, stderr: io.Discard}
+	cmd, o := c.newCoordinator()
+	if err := cmd.ParseFlags(args); err != nil {
 		t.Fatal(err)
 	}
-	return f.options(*agents)
+	o.kube.Agents, o.kube.AgentsSet = o.cfg.Agents, cmd.Flags().Changed("agents")
+	return o.kube
 }
 
-// TestKubeFlagsStd: the pflag-declared kube flags parse on the standard
-// flag set as they did when declared there: bools without a value,
-// repeatable flags whose values keep their commas, and help without
-// spurious defaults.
-func TestKubeFlagsStd(t *testing.T) {
+// TestKubeFlags: the kube flags parse on the coordinator's command line:
+// bools without a value, repeatable flags whose values keep their commas,
+// and help without spurious defaults.
+func TestKubeFlags(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
@@ -69,17 +67,16 @@ func TestKubeFlagsStd(t *testing.T) {
 		})
 	}
 
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	addKubeFlags(fs)
+	c := &cli{stdout: io.Discard, stderr: io.Discard}
+	cmd, _ := c.newCoordinator()
 	var help strings.Builder
-	fs.SetOutput(&help)
-	fs.PrintDefaults()
+	help.WriteString(cmd.Flags().FlagUsages())
 	for _, bad := range []string{"panic", "(default [])", "(default false)", "(default 0)"} {
 		if strings.Contains(help.String(), bad) {
 			t.Errorf("help has %q:\n%s", bad, help.String())
 		}
 	}
-	if !strings.Contains(help.String(), "(default 1024 65535)") {
+	if !strings.Contains(help.String(), `(default "1024 65535")`) {
 		t.Errorf("help lacks the port range default:\n%s", help.String())
 	}
 }
@@ -170,7 +167,7 @@ func TestStartKubeAgents(t *testing.T) {
 		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
 			"--agent-capacity", "4", "--coordinator-service", "coord:7070")
 		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}, {Level: 8}}}
-		runCtx, agents, err := startKube(ctx, logger, f, &cfg)
+		runCtx, agents, err := fleet.StartKube(ctx, logger, f, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +197,7 @@ func TestStartKubeAgents(t *testing.T) {
 		f := kubeFlagSet(t, "--kube-agents", "--kube-namespace", ns, "--agent-image", "fleetbench.invalid/fleetbench:test",
 			"--agents", "1", "--node-selector", kubetest.FakeNodeLabel+"=none", "--pending-timeout", "2s")
 		cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
-		runCtx, agents, err := startKube(ctx, logger, f, &cfg)
+		runCtx, agents, err := fleet.StartKube(ctx, logger, f, &cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +237,7 @@ func TestAgentImageDefaultsToOwn(t *testing.T) {
 	t.Setenv(kubejob.EnvPodUID, string(pod.UID))
 	f := kubeFlagSet(t, "--kube-agents", "--agents", "1")
 	cfg := coordinator.Config{Stages: []coordinator.Stage{{Level: 4}}}
-	_, agents, err := startKube(ctx, hclog.NewNullLogger(), f, &cfg)
+	_, agents, err := fleet.StartKube(ctx, hclog.NewNullLogger(), f, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

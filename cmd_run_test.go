@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/openai"
 )
 
@@ -156,7 +157,7 @@ func TestRunInterruptedWritesPartialResult(t *testing.T) {
 	if res["interrupted"] != true {
 		t.Errorf("interrupted = %v, want true", res["interrupted"])
 	}
-	if d := res["duration"].(float64); d < 0.5 || d > 1+interruptDrain.Seconds() {
+	if d := res["duration"].(float64); d < 0.5 || d > 1+fleet.InterruptDrain.Seconds() {
 		t.Errorf("duration %v, want about 1 s (the part measured)", d)
 	}
 	if res["completed"].(float64) == 0 {
@@ -225,5 +226,25 @@ func TestRunOpenLoopBudget(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "Request rate configured (RPS):") {
 		t.Errorf("stdout:\n%s", stdout)
+	}
+}
+
+func TestRunWithAgentsUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"budget", []string{"--concurrency", "2", "--num-prompts", "10"}},
+		{"open-loop cap", []string{"--request-rate", "3", "--max-concurrency", "2"}},
+		{"negative", []string{"--concurrency", "2", "--agents", "-1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"run", "--out", t.TempDir(), "--agents", "2"}, tt.args...)
+			code, _, stderr := runCommand(t.Context(), args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+			}
+		})
 	}
 }

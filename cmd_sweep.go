@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,12 +10,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
+	"github.com/fleetbench/fleetbench/pkg/progress"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
@@ -30,233 +29,110 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
-// simSettings is the optional `sim:` section of a sweep file: the built-in
-// simulator the sweep starts when the spec has no target (or with --sim).
-// It belongs to the command, not to sweep.Spec, because only this process
-// can start a simulator; cmdSweep takes it out before the spec is parsed.
-type simSettings struct {
-	// Profile is the hardware profile (default: sim.DefaultProfile).
-	Profile string `json:"profile,omitempty"`
-	// TimeScale divides every simulated duration (default 1). Latencies
-	// measured are wall-clock: at time scale 10 a TTFT of 40 ms is 400 ms
-	// of simulated time, so the spec's SLA must be given in wall-clock
-	// terms too.
-	TimeScale float64 `json:"time_scale,omitempty"`
-	// Replicas overrides the profile's number of workers.
-	Replicas int `json:"replicas,omitempty"`
-	// KVBlocks overrides the profile's KV blocks per worker: fewer blocks
-	// make caching matter more, as on a busy production stack.
-	KVBlocks int `json:"kv_blocks,omitempty"`
+// sweepOptions are the sweep command's own flags; every other flag is a
+// spec setting (sweep.AddFlags), also settable in the sweep file.
+type sweepOptions struct {
+	file, resume string
+	dryRun       bool
+	kube         kubejob.Options
 }
 
-// sweepFlags are the sweep command's own flags; the spec's are registered
-// by sweep.RegisterFlags.
-type sweepFlags struct {
-	file      string
-	resume    string
-	dryRun    bool
-	noRestore bool
-	useSim    bool
-	sim       simSettings
-	// listen, remoteAgents and tokenFile make external agents the fleet;
-	// tlsCert and tlsKey serve them over TLS.
-	listen          string
-	remoteAgents    int
-	tokenFile       string
-	tlsCert, tlsKey string
-	joinTimeout     time.Duration
-	// kube runs the agents as an Indexed Job (--kube-agents).
-	kube          *kubeFlags
-	metricsListen string
+func (c *cli) sweepCmd() *cobra.Command {
+	cmd, _ := c.newSweep()
+	return cmd
 }
 
-// defaultKubeListen is where a sweep with --kube-agents accepts its agents
-// unless --listen says otherwise: the port of the coordinator's Service.
-const defaultKubeListen = ":7070"
-
-func (c *cli) sweepFlagSet(f *sweepFlags) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.StringVarP(&f.file, "file", "f", "", "sweep spec file (YAML); flags override it")
-	fs.StringVar(&f.resume, "resume", "", "continue the interrupted sweep in `DIR` (its spec is read from DIR/"+sweeprun.SpecFile+" unless -f is given)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "print the plan, the number of switches and the estimated duration, and exit")
-	fs.BoolVar(&f.noRestore, "no-restore", false, "leave the target in the last mode swept instead of restoring the mode it had before")
-	fs.BoolVar(&f.useSim, "sim", false, "run against the built-in simulator in-process, even when the spec names a target")
-	fs.StringVar(&f.sim.Profile, "sim-profile", "", "simulator: hardware profile (default: the file's, else "+sim.DefaultProfile+")")
-	fs.Float64Var(&f.sim.TimeScale, "sim-time-scale", 0, "simulator: speed-up of simulated time (default: the file's, else 1)")
-	fs.IntVar(&f.sim.Replicas, "sim-replicas", 0, "simulator: replicas (default: the file's, else the profile's)")
-	fs.IntVar(&f.sim.KVBlocks, "sim-kv-blocks", 0, "simulator: KV blocks per replica (default: the file's, else the profile's)")
-	fs.StringVar(&f.listen, "listen", "", "with --remote-agents or --kube-agents: address to accept agents on (`fleetbench agent --coordinator ADDR`; --kube-agents default "+defaultKubeListen+")")
-	fs.IntVar(&f.remoteAgents, "remote-agents", 0, "run the sweep on `K` external agents instead of local ones (needs --listen)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --remote-agents or --kube-agents: TLS certificate file for the agents' connections (with --tls-key)")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
-	fs.StringVar(&f.tokenFile, "token-file", "", "with --remote-agents: file holding the agents' shared token (default: $"+tokenEnv+")")
-	fs.DurationVar(&f.joinTimeout, "join-timeout", coordinator.DefaultJoinTimeout, "with --remote-agents or --kube-agents: how long to wait for the agents")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR`/metrics (e.g. :9090; empty: none)")
-	kfs := flag.NewFlagSet("kube", flag.ContinueOnError)
-	f.kube = addKubeFlags(kfs)
-	fs.AddGoFlagSet(kfs)
-	sweep.RegisterFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: fleetbench sweep -f sweep.yaml [flags]\n"+
-			"       fleetbench sweep --resume DIR [flags]\n\n"+
-			"Runs every level of every routing mode, runs times, and writes the sweep TSV,\n"+
-			"report.md and charts into the output directory. Without a target the built-in\n"+
-			"simulator is started in-process and switched with the sim switch.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// cmdSweep runs a sweep (or prints its plan) and reports its SLA headline.
-func (c *cli) cmdSweep(ctx context.Context, args []string) error {
-	// The Kubernetes switch kinds must be known before the spec is
+// newSweep returns the sweep command and its options.
+func (c *cli) newSweep() (*cobra.Command, *sweepOptions) {
+	// The Kubernetes switch kinds must be known before a spec is
 	// validated.
 	kubeswitch.Register()
-	var f sweepFlags
-	fs := c.sweepFlagSet(&f)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	o := &sweepOptions{}
+	cmd := &cobra.Command{
+		Use:   "sweep -f sweep.yaml [flags]",
+		Short: "run a sweep of levels x routing modes x runs and write reports",
+		Long: "Runs every level of every routing mode, runs times, switching the mode between blocks of\n" +
+			"levels and waiting until the target really serves, and writes the sweep TSV, report.md,\n" +
+			"baseline.json and charts. Every flag can also be set in the sweep file (flags override\n" +
+			"it). Without a target the built-in simulator is started in-process.",
+		Example: "  fleetbench sweep -f sweep.yaml --dry-run     # the merged, validated plan\n" +
+			"  fleetbench sweep -f sweep.yaml --concurrency 20,40 --duration 2m\n" +
+			"  fleetbench sweep --resume out/sweep-1",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, err := o.spec(cmd.Flags())
+			if err != nil {
+				return &usageError{err: err}
+			}
+			return c.runSweep(cmd.Context(), o, spec)
+		},
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(c.stderr, "fleetbench sweep: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	}
-	if f.kube.opts.Enabled {
-		if f.remoteAgents != 0 {
-			fmt.Fprintln(c.stderr, "fleetbench sweep: --kube-agents starts the agents itself: drop --remote-agents (size them with --agents or --agent-capacity)")
-			return errUsage
-		}
-		if f.listen == "" {
-			f.listen = defaultKubeListen
-		}
-	} else if f.remoteAgents < 0 || (f.remoteAgents > 0) != (f.listen != "") {
-		fmt.Fprintln(c.stderr, "fleetbench sweep: --remote-agents K (K >= 1) and --listen ADDR go together")
-		return errUsage
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsCert != "" && f.listen == "") {
-		fmt.Fprintln(c.stderr, "fleetbench sweep: --tls-cert and --tls-key go together, with --remote-agents or --kube-agents")
-		return errUsage
-	}
-	spec, simCfg, err := c.sweepSpec(fs, &f)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "fleetbench sweep: %v\n", err)
-		return errUsage
-	}
-	useSim := simCfg != nil
-	if useSim && f.kube.opts.Enabled {
-		fmt.Fprintln(c.stderr, "fleetbench sweep: --kube-agents needs a target the agent pods can reach; the built-in simulator listens on loopback")
-		return errUsage
-	}
-
-	var done map[sweep.Key]bool
-	var id string
-	if f.resume != "" {
-		if id, err = sweeprun.ReadID(f.resume); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		if done, err = sweeprun.Done(f.resume, id); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-	}
-	plan := sweep.NewPlan(spec, done)
-	if f.dryRun {
-		if useSim {
-			fmt.Fprintf(c.stdout, "target: the built-in simulator (%s, time scale %g), switched with the sim switch\n",
-				simCfg.Profile, simCfg.TimeScale)
-		} else {
-			fmt.Fprintf(c.stdout, "target: %s\n", redactURL(spec.Target))
-		}
-		return plan.WritePlan(c.stdout)
-	}
-	if f.resume == "" {
-		if err := sweeprun.CheckFresh(spec.Output); err != nil {
-			return err
-		}
-		id = sweeprun.NewID(time.Now())
-		if err := writeSweepSpec(spec, simCfg); err != nil {
-			return err
-		}
-	}
-	reg := newMetricsRegistry(f.metricsListen)
-	_, stopMetrics, err := serveMetrics(ctx, f.metricsListen, reg, c.logger)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-	var remote *remoteFleet
-	if f.remoteAgents > 0 || f.kube.opts.Enabled {
-		token, err := loadToken(f.tokenFile)
-		if err != nil {
-			return err
-		}
-		if token == "" {
-			c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
-		}
-		remote = &remoteFleet{Listen: f.listen, Agents: f.remoteAgents, Token: token, JoinTimeout: f.joinTimeout,
-			CertFile: f.tlsCert, KeyFile: f.tlsKey}
-	}
-	// With --kube-agents, --agents (the spec's agents) is the count,
-	// unless only --agent-capacity is given.
-	if kube := f.kube.options(max(spec.Agents, 1)); kube.Enabled {
-		// Only the levels matter: they size the Job with --agent-capacity.
-		cfg := coordinator.Config{}
-		for _, l := range spec.Levels {
-			cfg.Stages = append(cfg.Stages, coordinator.Stage{Level: l})
-		}
-		// A fatal condition of the agents cancels ctx with the cause; the
-		// Job is deleted on every exit, a signal's included.
-		kctx, agents, err := startKube(ctx, c.logger, kube, &cfg)
-		if err != nil {
-			return err
-		}
-		defer agents.Stop()
-		remote.Agents, remote.Losses = cfg.Agents, agents.Losses()
-		err = c.sweep(kctx, spec, simCfg, plan, id, !f.noRestore, remote, registerer(reg))
-		return kubejob.Cause(kctx, err)
-	}
-	return c.sweep(ctx, spec, simCfg, plan, id, !f.noRestore, remote, registerer(reg))
+	fs := cmd.Flags()
+	fs.StringVarP(&o.file, "file", "f", "", "sweep spec file (YAML); flags override it")
+	fs.StringVar(&o.resume, "resume", "", "continue the interrupted sweep in DIR (its spec is read from DIR/"+sweeprun.SpecFile+" unless -f is given)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated spec and the plan (switches, estimated duration), and exit")
+	flags.Group(fs, flags.GroupSweep, "file", "resume", "dry-run")
+	sweep.RegisterFlags(fs)
+	addKubeFlags(fs, &o.kube)
+	flags.Record(fs)
+	return cmd, o
 }
 
-// sweepSpec reads the spec: the file (or the resumed directory's copy),
-// then the flags over it, then the simulator defaults when the sweep runs
-// against the built-in simulator. The simulator settings are nil
-// otherwise. The spec is validated.
-func (c *cli) sweepSpec(fs *pflag.FlagSet, f *sweepFlags) (*sweep.Spec, *simSettings, error) {
-	path := f.file
-	if path == "" && f.resume != "" {
-		path = filepath.Join(f.resume, sweeprun.SpecFile)
+// spec reads the spec: the file (or the resumed directory's copy), the
+// flags over it, then the simulator's defaults when the sweep runs against
+// the built-in simulator. It is validated.
+func (o *sweepOptions) spec(fs *pflag.FlagSet) (*sweep.Spec, error) {
+	path := o.file
+	if path == "" && o.resume != "" {
+		path = filepath.Join(o.resume, sweeprun.SpecFile)
 	}
 	spec := sweep.Default()
-	var fileSim *simSettings
 	if path != "" {
 		var err error
-		if spec, fileSim, err = loadSweepFile(path); err != nil {
-			return nil, nil, err
+		if spec, err = sweep.Load(path); err != nil {
+			return nil, err
 		}
 	}
 	if err := spec.ApplyFlags(fs); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if f.resume != "" {
-		spec.Output = f.resume
+	// The kube section, then the kube flags typed over it.
+	kfs := pflag.NewFlagSet("kube", pflag.ContinueOnError)
+	ko := kubejob.Options{}
+	ko.AddFlags(kfs)
+	if err := spec.ApplyKube(kfs); err != nil {
+		return nil, err
 	}
-	var simCfg *simSettings
-	if f.useSim || spec.Target == "" {
-		s := simSettings{Profile: sim.DefaultProfile, TimeScale: 1}
-		if fileSim != nil {
-			mergeSim(&s, *fileSim)
+	if err := flags.Replay(fs, kfs); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *pflag.Flag) {
+		if kf := kfs.Lookup(f.Name); kf != nil {
+			kf.Changed = true
 		}
-		mergeSim(&s, f.sim)
-		p, ok := sim.LookupProfile(s.Profile)
+	})
+	spec.KubeFromFlags(kfs)
+	ko.Agents, ko.AgentsSet = max(spec.Agents, 1), fs.Changed("agents") || spec.Agents > 0
+	o.kube = ko
+	if o.resume != "" {
+		spec.Output = o.resume
+	}
+	if ko.Enabled && spec.Fleet.Listen == "" {
+		spec.Fleet.Listen = sweep.DefaultKubeListen
+	}
+	if spec.Sim.Use || spec.Target == "" {
+		if ko.Enabled {
+			return nil, fmt.Errorf("--kube-agents needs a target the agent pods can reach; the built-in simulator listens on loopback")
+		}
+		if spec.Sim.Profile == "" {
+			spec.Sim.Profile = sim.DefaultProfile
+		}
+		if spec.Sim.TimeScale == 0 {
+			spec.Sim.TimeScale = 1
+		}
+		p, ok := sim.LookupProfile(spec.Sim.Profile)
 		if !ok {
-			return nil, nil, fmt.Errorf("simulator profile %q is not built in (see fleetbench sim --list-profiles)", s.Profile)
-		}
-		if s.TimeScale <= 0 || s.Replicas < 0 || s.KVBlocks < 0 {
-			return nil, nil, fmt.Errorf("simulator time scale %g must be > 0, replicas %d and kv blocks %d >= 0", s.TimeScale, s.Replicas, s.KVBlocks)
+			return nil, fmt.Errorf("simulator profile %q is not built in (see fleetbench sim --list-profiles)", spec.Sim.Profile)
 		}
 		if spec.Model == "" {
 			spec.Model = p.Model
@@ -264,109 +140,115 @@ func (c *cli) sweepSpec(fs *pflag.FlagSet, f *sweepFlags) (*sweep.Spec, *simSett
 		// Until the simulator listens, a placeholder stands for its URL so
 		// the spec (and the sim switch's URL) validate.
 		spec.Target = simPlaceholder
+		spec.Sim.Use = true
 		if spec.Switch == nil {
 			spec.Switch = &sweep.SwitchSpec{Kind: sweep.KindSim}
 		}
-		simCfg = &s
 	}
 	if err := spec.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("invalid sweep:\n%w", err)
+		return nil, fmt.Errorf("invalid sweep:\n%w", err)
 	}
-	return spec, simCfg, nil
+	return spec, nil
 }
 
 // simPlaceholder is the target of a sweep against the built-in simulator
 // until the simulator has its address.
 const simPlaceholder = "http://127.0.0.1:1"
 
-// mergeSim sets the fields of o that are set over s.
-func mergeSim(s *simSettings, o simSettings) {
-	if o.Profile != "" {
-		s.Profile = o.Profile
-	}
-	if o.TimeScale != 0 {
-		s.TimeScale = o.TimeScale
-	}
-	if o.Replicas != 0 {
-		s.Replicas = o.Replicas
-	}
-	if o.KVBlocks != 0 {
-		s.KVBlocks = o.KVBlocks
-	}
-}
-
-// loadSweepFile reads a sweep file: the spec, and its optional `sim:`
-// section, which is taken out before sweep.Parse checks the rest strictly.
-func loadSweepFile(path string) (*sweep.Spec, *simSettings, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load sweep spec: %w", err)
-	}
-	j, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load sweep spec %s: %w", path, err)
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(j, &doc); err != nil || doc == nil {
-		// Not an object: let Parse say what is wrong.
-		s, perr := sweep.Parse(b)
-		if perr != nil {
-			return nil, nil, fmt.Errorf("load sweep spec %s: %w", path, perr)
+// runSweep prints the plan (--dry-run) or runs it, with external or
+// Kubernetes agents when the spec asks for them.
+func (c *cli) runSweep(ctx context.Context, o *sweepOptions, spec *sweep.Spec) error {
+	var done map[sweep.Key]bool
+	var id string
+	var err error
+	if o.resume != "" {
+		if id, err = sweeprun.ReadID(o.resume); err != nil {
+			return fmt.Errorf("resume: %w", err)
 		}
-		return s, nil, nil
-	}
-	var simCfg *simSettings
-	if raw, ok := doc["sim"]; ok {
-		delete(doc, "sim")
-		simCfg = &simSettings{}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(simCfg); err != nil {
-			return nil, nil, fmt.Errorf("load sweep spec %s: sim: %w (known: profile, time_scale, replicas, kv_blocks)", path, err)
-		}
-		if j, err = json.Marshal(doc); err != nil {
-			return nil, nil, fmt.Errorf("load sweep spec %s: %w", path, err)
+		if done, err = sweeprun.Done(o.resume, id); err != nil {
+			return fmt.Errorf("resume: %w", err)
 		}
 	}
-	s, err := sweep.Parse(j)
+	plan := sweep.NewPlan(spec, done)
+	var simCfg *sweep.Sim
+	if spec.Sim.Use {
+		simCfg = &spec.Sim
+	}
+	if o.dryRun {
+		shown := *spec
+		if simCfg != nil {
+			shown.Target = ""
+		} else {
+			shown.Target = client.RedactURL(spec.Target)
+		}
+		if err := writeDryRun(c.stdout, &shown); err != nil {
+			return err
+		}
+		if simCfg != nil {
+			fmt.Fprintf(c.stdout, "\ntarget: the built-in simulator (%s, time scale %g), switched with the sim switch\n", simCfg.Profile, simCfg.TimeScale)
+		} else {
+			fmt.Fprintf(c.stdout, "\ntarget: %s\n", client.RedactURL(spec.Target))
+		}
+		return plan.WritePlan(c.stdout)
+	}
+	if o.resume == "" {
+		if err := sweeprun.CheckFresh(spec.Output); err != nil {
+			return err
+		}
+		id = sweeprun.NewID(time.Now())
+		s := *spec
+		if simCfg != nil {
+			s.Target = "" // a resumed sweep starts a simulator of its own
+		}
+		if err := sweeprun.WriteSpec(spec.Output, &s); err != nil {
+			return err
+		}
+	}
+	fl := spec.Fleet
+	reg := newMetricsRegistry(fl.MetricsListen)
+	_, stopMetrics, err := serveMetrics(ctx, fl.MetricsListen, reg, c.logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load sweep spec %s: %w", path, err)
-	}
-	return s, simCfg, nil
-}
-
-// writeSweepSpec keeps the spec (with its sim section) in the output
-// directory for --resume. A simulator's address is not kept: a resumed
-// sweep starts a simulator of its own.
-func writeSweepSpec(spec *sweep.Spec, simCfg *simSettings) error {
-	s := *spec
-	if simCfg != nil {
-		s.Target = ""
-	}
-	if err := sweeprun.WriteSpec(spec.Output, &s); err != nil {
 		return err
 	}
-	if simCfg == nil {
-		return nil
+	defer stopMetrics()
+	var remote *fleet.Remote
+	if fl.RemoteAgents > 0 || o.kube.Enabled {
+		token, err := loadToken(fl.TokenFile)
+		if err != nil {
+			return err
+		}
+		if token == "" {
+			c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
+		}
+		remote = &fleet.Remote{Listen: fl.Listen, Agents: fl.RemoteAgents, Token: token, JoinTimeout: fl.JoinTimeout.D(),
+			CertFile: fl.TLSCert, KeyFile: fl.TLSKey}
+		if remote.JoinTimeout == 0 {
+			remote.JoinTimeout = coordinator.DefaultJoinTimeout
+		}
 	}
-	b, err := yaml.Marshal(map[string]*simSettings{"sim": simCfg})
-	if err != nil {
-		return fmt.Errorf("encode sim settings: %w", err)
+	if o.kube.Enabled {
+		// Only the levels matter: they size the Job with --agent-capacity.
+		cfg := coordinator.Config{}
+		for _, l := range spec.Levels {
+			cfg.Stages = append(cfg.Stages, coordinator.Stage{Level: l})
+		}
+		// A fatal condition of the agents cancels ctx with the cause; the
+		// Job is deleted on every exit, a signal's included.
+		kctx, agents, err := fleet.StartKube(ctx, c.logger, o.kube, &cfg)
+		if err != nil {
+			return err
+		}
+		defer agents.Stop()
+		remote.Agents, remote.Losses = cfg.Agents, agents.Losses()
+		err = c.sweep(kctx, spec, simCfg, plan, id, !fl.NoRestore, remote, registerer(reg))
+		return kubejob.Cause(kctx, err)
 	}
-	fh, err := os.OpenFile(filepath.Join(spec.Output, sweeprun.SpecFile), os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("write sweep spec: %w", err)
-	}
-	if _, err := fh.Write(b); err != nil {
-		_ = fh.Close()
-		return fmt.Errorf("write sweep spec: %w", err)
-	}
-	return fh.Close()
+	return c.sweep(ctx, spec, simCfg, plan, id, !fl.NoRestore, remote, registerer(reg))
 }
 
 // sweep runs plan and renders the report.
-func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, plan *sweep.Plan, id string, restore bool,
-	remote *remoteFleet, reg prometheus.Registerer) error {
+func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *sweep.Sim, plan *sweep.Plan, id string, restore bool,
+	remote *fleet.Remote, reg prometheus.Registerer) error {
 	logger := c.logger.Named("sweep")
 	sm, err := sweeprun.NewMetrics(reg)
 	if err != nil {
@@ -374,7 +256,7 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	}
 	start := time.Now()
 	live := sweeprun.NewLive(sweeprun.DefaultLiveSpan)
-	display := sweeprun.NewDisplay(c.stderr, isTerminal(c.stderr), logger, live)
+	display := sweeprun.NewDisplay(c.stderr, progress.IsTerminal(c.stderr), logger, live)
 	if r, ok := logger.(hclog.OutputResettable); ok && display.LogOutput() != c.stderr {
 		// On a terminal, log lines go above the status line. Only this
 		// sub-logger (and those made from it) changes; the root keeps
@@ -420,22 +302,19 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 	}
 	defer w.Close()
 
-	fl := &fleetSweeper{
-		logger:  quiet(logger.Named("fleet")),
-		metrics: sm,
-		fc: fleetConfig{
-			Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
-			Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg,
-		},
+	fc := fleet.Config{
+		Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
+		Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg, Version: version,
 	}
 	if remote != nil {
 		// Remote agents' samples stay with them: their interval reports
 		// feed the live figures.
-		fl.fc.OnReport = func(_ string, _ uint32, w *record.Window) { live.ObserveWindow(w, time.Now()) }
+		fc.OnReport = func(_ string, _ uint32, w *record.Window) { live.ObserveWindow(w, time.Now()) }
 		fmt.Fprintf(c.stdout, "Waiting for %d agents on %s (fleetbench agent --coordinator ADDR)\n", remote.Agents, remote.Listen)
 	} else {
-		fl.fc.Observe = live.Observe
+		fc.Observe = live.Observe
 	}
+	fl := fleet.NewSweeper(fleet.Quiet(logger.Named("fleet")), fc, sm)
 	r, err := sweeprun.New(sweeprun.Config{
 		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
 		Restore: restore, OnStatus: display.Update, Logger: logger,
@@ -472,7 +351,7 @@ func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *simSettings, 
 }
 
 // printSweepSummary prints where the results are and the SLA headline.
-func (c *cli) printSweepSummary(res *sweeprun.Result, r *report.Rendered, simCfg *simSettings, tsv string, took time.Duration) {
+func (c *cli) printSweepSummary(res *sweeprun.Result, r *report.Rendered, simCfg *sweep.Sim, tsv string, took time.Duration) {
 	out := c.stdout
 	restored := ""
 	switch {
@@ -500,7 +379,7 @@ func (c *cli) printSweepSummary(res *sweeprun.Result, r *report.Rendered, simCfg
 }
 
 // startSweepSim starts the built-in simulator on a loopback port.
-func startSweepSim(ctx context.Context, s *simSettings, model string, logger hclog.Logger) (*sim.Sim, error) {
+func startSweepSim(ctx context.Context, s *sweep.Sim, model string, logger hclog.Logger) (*sim.Sim, error) {
 	cfg, err := sim.ProfileConfig(s.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("simulator profile: %w", err)
@@ -523,97 +402,4 @@ func startSweepSim(ctx context.Context, s *simSettings, model string, logger hcl
 	}
 	logger.Info("simulator started", "url", sm.URL(), "profile", cfg.Profile, "replicas", cfg.Replicas, "time_scale", cfg.TimeScale)
 	return sm, nil
-}
-
-// fleetSweeper runs a whole sweep on one fleet: one coordinator run whose
-// stages are the sweep's levels, the agents (local, or remote with
-// --remote-agents) connected from the first level to the last. The
-// sweep's switches, gates and cooldowns run from the coordinator's
-// BeforeStage, with the agents idle; each level's measured time is cut
-// into windows of Measure/Snapshots, and its measurement, the merge of
-// those windows, goes to the runner as soon as the next stage is due (or
-// the run ends).
-type fleetSweeper struct {
-	logger  hclog.Logger
-	fc      fleetConfig
-	metrics *sweeprun.Metrics
-}
-
-var _ sweeprun.Fleet = (*fleetSweeper)(nil)
-
-// Run runs levels on one coordinator run.
-func (f *fleetSweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.Hooks) error {
-	fc := f.fc
-	fc.Stages = make([]coordinator.Stage, len(levels))
-	for i, l := range levels {
-		n := time.Duration(max(l.Snapshots, 1))
-		fc.Stages[i] = coordinator.Stage{
-			Level: l.Key.Level, RequestRate: l.RequestRate, Mode: l.Key.Mode, Warmup: l.Warmup, Duration: l.Measure,
-			// Rounded up so the last window is not a sliver.
-			Window: (l.Measure + n - 1) / n,
-		}
-	}
-	// The coordinator's loop calls OnWindowClosed and OnStageDone;
-	// BeforeStage runs on its own goroutine, and the last stage is
-	// delivered here after Run: mu orders them.
-	var (
-		mu      sync.Mutex
-		windows []*coordinator.WindowResult
-		ended   *coordinator.StageResult // measured, not yet delivered
-	)
-	fc.OnWindowClosed = func(w *coordinator.WindowResult) {
-		mu.Lock()
-		windows = append(windows, w)
-		mu.Unlock()
-	}
-	fc.OnStageDone = func(s *coordinator.StageResult) {
-		if s.Interrupted {
-			return // a level cut short is measured again on resume
-		}
-		mu.Lock()
-		ended = s
-		mu.Unlock()
-	}
-	deliver := func() error {
-		mu.Lock()
-		st := ended
-		ended = nil
-		res := &coordinator.Result{Windows: windows}
-		if st != nil {
-			// Later stages need none of the windows so far.
-			windows = nil
-		}
-		mu.Unlock()
-		if st == nil {
-			return nil
-		}
-		sm, err := measureStage(res, st)
-		if err != nil {
-			return err
-		}
-		if err := h.Done(st.Index, &sweeprun.Measurement{
-			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
-			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
-		}); err != nil {
-			return err
-		}
-		f.metrics.PointDone()
-		return nil
-	}
-	fc.BeforeStage = func(ctx context.Context, i int, _ coordinator.Stage) error {
-		if err := deliver(); err != nil {
-			return err
-		}
-		f.metrics.SetLevel(0)
-		if err := h.Before(ctx, i); err != nil {
-			return err
-		}
-		f.metrics.SetLevel(levels[i].Key.Level)
-		return nil
-	}
-	defer f.metrics.SetLevel(0)
-	if _, err := runFleet(ctx, f.logger, fc); err != nil {
-		return err
-	}
-	return deliver()
 }

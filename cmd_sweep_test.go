@@ -296,7 +296,7 @@ func TestSweepUsageErrors(t *testing.T) {
 	}{
 		{"no levels", "modes: [{name: kv}]\noutput: x\n", nil, "levels are required"},
 		{"unknown field", "levls: [1]\n", nil, `unknown field "levls"`},
-		{"unknown sim field", "levels: [1]\nsim: {scale: 3}\n", nil, "sim: json: unknown field"},
+		{"unknown sim field", "levels: [1]\nsim: {scale: 3}\n", nil, `unknown field "scale" in sim`},
 		{"bad profile", "levels: [1]\nmodes: [{name: kv}]\noutput: x\n", []string{"--sim-profile", "nope"}, `profile "nope"`},
 	}
 	for _, tt := range tests {

@@ -113,6 +113,9 @@ type Spec struct {
 	Model  string
 	// Endpoint is "chat" or "completions" ("": chat).
 	Endpoint string
+	// APIKeyEnv names the environment variable with the target's API key,
+	// read by each agent from its own environment ("": none).
+	APIKeyEnv string
 	// Workload is the whole workload, seed and output cap included.
 	Workload workload.Config
 }

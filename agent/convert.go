@@ -132,7 +132,7 @@ func responseFromPB(m *pb.ConnectResponse) (any, error) {
 		return Assignment{
 			Epoch: a.GetEpoch(), Stage: int(a.GetStage()), Index: int(a.GetIndex()), Members: members,
 			Spec: Spec{
-				Target: s.GetTarget(), Model: s.GetModel(), Endpoint: s.GetEndpoint(),
+				Target: s.GetTarget(), Model: s.GetModel(), Endpoint: s.GetEndpoint(), APIKeyEnv: s.GetApiKeyEnv(),
 				Workload: wire.WorkloadFromProto(s.GetWorkload()),
 			},
 			Concurrency: int(a.GetConcurrency()), Level: int(a.GetLevel()), Rate: a.GetRequestRate(),

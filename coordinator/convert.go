@@ -140,7 +140,7 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Assignment{Assignment: &pb.Assignment{
 			Epoch: m.Epoch, Index: int32(m.Index), Members: members,
 			Spec: &pb.RunSpec{
-				Target: m.Spec.Target, Model: m.Spec.Model, Endpoint: m.Spec.Endpoint,
+				Target: m.Spec.Target, Model: m.Spec.Model, Endpoint: m.Spec.Endpoint, ApiKeyEnv: m.Spec.APIKeyEnv,
 				Workload: wire.WorkloadToProto(m.Spec.Workload),
 			},
 			Concurrency: int32(m.Concurrency), Level: int32(m.Level), RequestRate: m.Rate, Mode: m.Mode,

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Enforces the architecture's import boundaries (docs/design.md):
 #  - coordinator/ and agent/ never import each other;
+#  - fleet/ alone wires a coordinator to agents (imports both), and
+#    nothing below it (coordinator/, agent/, pkg/) imports it;
 #  - the simulator never imports the measurement side, so agents cannot know
 #    they talk to it and it cannot cheat by sharing state with them;
 #  - generated protobuf packages are imported only at the gRPC edge.
@@ -22,6 +24,39 @@ check() { # check PKG FORBIDDEN_PREFIX REASON
 
 check ./coordinator/... agent "coordinator and agent are independent"
 check ./agent/... coordinator "coordinator and agent are independent"
+check ./coordinator/... fleet "fleet is built on the coordinator, not the other way round"
+check ./agent/... fleet "fleet is built on the agent, not the other way round"
+for p in $(go list ./pkg/...); do
+	check "$p" fleet "pkg/ packages stand below fleet"
+done
+
+# fleet/ is the one package that wires a coordinator to agents: no other
+# package imports both directly. Package main is the exception the
+# command line needs, file by file: cmd_agent.go runs the agent command
+# (and imports no coordinator), and the coordinator's own flags bind to
+# coordinator.Config in cmd_coordinator*.go and cmd_sweep.go; no file of
+# main imports both, and only cmd_agent.go imports agent.
+imports() { go list -f '{{join .Imports "\n"}}' "$1" 2>/dev/null || true; }
+for p in $(go list ./... | grep -v "^$mod/fleet$"); do
+	[ "$p" = "$mod" ] && continue
+	if imports "$p" | grep -qx "$mod/coordinator" && imports "$p" | grep -qx "$mod/agent"; then
+		echo "import boundary: $p imports both coordinator and agent; only fleet wires them together"
+		fail=1
+	fi
+done
+for f in *.go; do
+	case "$f" in *_test.go) continue ;; esac
+	has_agent=$(grep -c "\"$mod/agent\"" "$f" || true)
+	has_coord=$(grep -c "\"$mod/coordinator\"" "$f" || true)
+	if [ "$has_agent" != 0 ] && [ "$f" != cmd_agent.go ]; then
+		echo "import boundary: $f imports agent; in package main only cmd_agent.go may (run agents through fleet)"
+		fail=1
+	fi
+	if [ "$has_agent" != 0 ] && [ "$has_coord" != 0 ]; then
+		echo "import boundary: $f imports both coordinator and agent; only fleet wires them together"
+		fail=1
+	fi
+done
 for p in client record load workload result hdr sse; do
 	check ./pkg/sim/... "pkg/$p" "the simulator stands apart from the measurement code"
 done

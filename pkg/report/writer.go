@@ -123,10 +123,11 @@ func writeResult(path string, s *Sweep, p *Point) error {
 	if d <= 0 {
 		d = time.Nanosecond // an empty window: rates of 0 over any length
 	}
-	sum, err := result.New(p.Window, result.Facts{
-		Duration: d, MaxConcurrency: p.Level, RequestRate: p.RPS, Model: s.Model, Label: p.Mode,
-		Target: s.Target, Workload: s.Workload, Version: s.Version, Start: p.MeasureStart, End: p.MeasureEnd,
-	})
+	load := result.Load{
+		Target: s.Target, Model: s.Model, Workload: s.Workload, Version: s.Version, Label: p.Mode,
+		MaxConcurrency: p.Level, RequestRate: p.RPS,
+	}
+	sum, err := result.New(p.Window, load.Facts(p.MeasureStart, p.MeasureEnd, d))
 	if err != nil {
 		return fmt.Errorf("write result run %d mode %s level %d: %w", p.Run, p.Mode, p.Level, err)
 	}

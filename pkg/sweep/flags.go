@@ -130,7 +130,8 @@ func AddFlags(fs *pflag.FlagSet, s *Spec) {
 	flags.Group(fs, flags.GroupSweep, "modes", "baseline", "candidate", "runs", "snapshots", "sla", "fallback-sla", "switch-estimate")
 	fs.StringVar(&s.Output, "out", s.Output, "output directory")
 	flags.Group(fs, flags.GroupOutput, "out")
-	fs.IntVar(&s.Agents, "agents", s.Agents, "agents of the fleet (0: one, in this process)")
+	fs.IntVar(&s.Agents, "agents", s.Agents, "agents of the fleet (0: one, in this process); with --kube-agents the Job's size unless --agent-capacity sizes it")
+	addSettingsFlags(fs, s)
 	flags.Group(fs, flags.GroupFleet, "agents")
 
 	sw := func(name, typ, usage string, set func(*Spec, string) error) {

@@ -106,6 +106,13 @@ type Spec struct {
 	Agents int `json:"agents"`
 	// Readiness configures the gate after every mode switch.
 	Readiness Readiness `json:"readiness"`
+
+	// Sim is the in-process simulator used without a target.
+	Sim Sim `json:"sim,omitzero"`
+	// Fleet is where external agents come from and what the sweep serves.
+	Fleet Fleet `json:"fleet,omitzero"`
+	// Kube holds the Kubernetes agent flags by name (ApplyKube).
+	Kube map[string]any `json:"kube,omitempty"`
 }
 
 // Mode is one routing mode of the sweep.
@@ -386,6 +393,7 @@ func (s *Spec) Validate() error {
 	if s.Agents < 0 {
 		add("agents %d must not be negative", s.Agents)
 	}
+	errs = append(errs, s.validateFleet(s.KubeAgents())...)
 	if !s.Readiness.Skip {
 		rc := s.ReadyConfig()
 		// The target, model and endpoint were checked above; check only

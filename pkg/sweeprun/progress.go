@@ -5,34 +5,28 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fleetbench/fleetbench/pkg/progress"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 )
 
-// Progress display intervals: a terminal's status line is redrawn often,
-// a log gets a line now and then.
+// Progress display intervals (pkg/progress's).
 const (
-	DefaultRedrawEvery = 500 * time.Millisecond
-	DefaultLogEvery    = 10 * time.Second
+	DefaultRedrawEvery = progress.DefaultRedrawEvery
+	DefaultLogEvery    = progress.DefaultLogEvery
 )
 
 // Display shows the progress of a whole sweep: the current mode, level and
 // phase, the time left in the level and in the sweep, and the live TTFT p95
 // and error rate. On a terminal it redraws one status line; otherwise it
-// logs a line every DefaultLogEvery. Update may be called from any
-// goroutine; Run owns the output.
+// logs a line every DefaultLogEvery (a progress.Display of the sweep's
+// Status). Update may be called from any goroutine; Run owns the output.
 type Display struct {
-	out     io.Writer
-	tty     bool
-	status  *statusLine
-	log     hclog.Logger
-	live    *Live
-	now     func() time.Time
-	updates chan Status
+	live *Live
+	d    *progress.Display[Status]
 }
 
 // NewDisplay returns a display writing to out (redrawn in place when tty)
@@ -41,99 +35,24 @@ func NewDisplay(out io.Writer, tty bool, logger hclog.Logger, live *Live) *Displ
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	d := &Display{out: out, tty: tty, log: logger.Named("progress"), live: live, now: time.Now, updates: make(chan Status, 16)}
-	if tty {
-		d.status = &statusLine{out: out}
-	}
+	d := &Display{live: live}
+	d.d = progress.New(out, tty, logger.Named("progress"), "sweep progress", func(s Status, now time.Time) (string, bool) {
+		return d.Line(s, now), s.Step.Kind != StepDone
+	})
 	return d
 }
 
 // LogOutput returns the writer logs should go to while the display runs:
 // on a terminal one that prints each log line above the status line
 // (clearing it first and drawing it again after), else out itself.
-func (d *Display) LogOutput() io.Writer {
-	if d.status != nil {
-		return d.status
-	}
-	return d.out
-}
-
-// statusLine is a terminal's last line, kept for a status: whatever else is
-// written goes above it. Safe for concurrent use.
-type statusLine struct {
-	mu   sync.Mutex
-	out  io.Writer
-	line string
-}
-
-// Write writes p above the status line.
-func (s *statusLine) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.line != "" {
-		_, _ = io.WriteString(s.out, "\r\x1b[K")
-	}
-	n, err := s.out.Write(p)
-	if s.line != "" && (len(p) == 0 || p[len(p)-1] == '\n') {
-		_, _ = io.WriteString(s.out, s.line)
-	}
-	return n, err
-}
-
-// set draws line as the status line; "" clears it.
-func (s *statusLine) set(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if line != "" || s.line != "" {
-		_, _ = io.WriteString(s.out, "\r\x1b[K"+line)
-	}
-	s.line = line
-}
+func (d *Display) LogOutput() io.Writer { return d.d.LogOutput() }
 
 // Update hands the runner's latest status to the display. It never blocks
 // the runner: when the display lags, the status is dropped.
-func (d *Display) Update(s Status) {
-	select {
-	case d.updates <- s:
-	default:
-	}
-}
+func (d *Display) Update(s Status) { d.d.Update(s) }
 
 // Run shows progress until ctx is done, then clears the status line.
-func (d *Display) Run(ctx context.Context) {
-	every := DefaultLogEvery
-	if d.tty {
-		every = DefaultRedrawEvery
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	var cur Status
-	have := false
-	for {
-		select {
-		case <-ctx.Done():
-			if d.status != nil {
-				d.status.set("")
-			}
-			return
-		case s := <-d.updates:
-			cur, have = s, true
-			if d.status != nil {
-				d.status.set(d.Line(cur, d.now()))
-			}
-		case <-tick.C:
-			if !have || cur.Step.Kind == StepDone {
-				continue
-			}
-			line := d.Line(cur, d.now())
-			if d.status != nil {
-				d.status.set(line)
-			} else {
-				d.log.Info("sweep progress", "status", line)
-			}
-		}
-	}
-}
+func (d *Display) Run(ctx context.Context) { d.d.Run(ctx) }
 
 // Line is the status line of s at now.
 func (d *Display) Line(s Status, now time.Time) string {

@@ -941,8 +941,11 @@ type RunSpec struct {
 	Target string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
 	Model  string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// Endpoint is "chat" or "completions"; empty means chat.
-	Endpoint      string        `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	Workload      *WorkloadSpec `protobuf:"bytes,4,opt,name=workload,proto3" json:"workload,omitempty"`
+	Endpoint string        `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Workload *WorkloadSpec `protobuf:"bytes,4,opt,name=workload,proto3" json:"workload,omitempty"`
+	// APIKeyEnv names the environment variable holding the target's API
+	// key; each agent reads it from its own environment.
+	ApiKeyEnv     string `protobuf:"bytes,5,opt,name=api_key_env,json=apiKeyEnv,proto3" json:"api_key_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1003,6 +1006,13 @@ func (x *RunSpec) GetWorkload() *WorkloadSpec {
 		return x.Workload
 	}
 	return nil
+}
+
+func (x *RunSpec) GetApiKeyEnv() string {
+	if x != nil {
+		return x.ApiKeyEnv
+	}
+	return ""
 }
 
 // WorkloadSpec is the whole workload (pkg/workload's Config), so an agent
@@ -2095,12 +2105,13 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\ttake_over\x18\f \x03(\v2#.fleetbench.coordinator.v1.TakeOverR\btakeOver\"M\n" +
 	"\bTakeOver\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12+\n" +
-	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\x98\x01\n" +
+	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\xb8\x01\n" +
 	"\aRunSpec\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
 	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x12C\n" +
-	"\bworkload\x18\x04 \x01(\v2'.fleetbench.coordinator.v1.WorkloadSpecR\bworkload\"\xe0\x04\n" +
+	"\bworkload\x18\x04 \x01(\v2'.fleetbench.coordinator.v1.WorkloadSpecR\bworkload\x12\x1e\n" +
+	"\vapi_key_env\x18\x05 \x01(\tR\tapiKeyEnv\"\xe0\x04\n" +
 	"\fWorkloadSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x12\n" +

@@ -1,0 +1,354 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/progress"
+	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/result"
+	"github.com/fleetbench/fleetbench/pkg/sim"
+	"github.com/fleetbench/fleetbench/pkg/workload"
+)
+
+// Windows of a single-engine run: warm-up turns are stamped 0 and
+// discarded; the measurement window is 1.
+const (
+	windowWarmUp  uint32 = 0
+	windowMeasure uint32 = 1
+)
+
+// InterruptDrain bounds the wait for turns in flight after an interrupt
+// (the planned end waits up to RunConfig.Drain).
+const InterruptDrain = 3 * time.Second
+
+// Run runs the level: it validates c, starts the simulator when c has no
+// target, runs the load (one engine, or c.Agents agents and a coordinator)
+// while it shows its progress on stderr, then prints vLLM's result block
+// to stdout and writes OutDir/result.json, and returns the summary. Logs go
+// to a sub-logger of logger named "run" (above the progress line when
+// stderr is a terminal).
+//
+// When ctx ends (an interrupt), the turns in flight get InterruptDrain to
+// end; what was measured is still printed and saved, marked interrupted,
+// and Run returns the summary with ctx's error. Every goroutine it starts
+// has ended when it returns.
+func (c RunConfig) Run(ctx context.Context, logger hclog.Logger, stdout, stderr io.Writer) (*result.Summary, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("check run: %w", err)
+	}
+	lr := &levelRun{cfg: c, logger: logger.Named("run"), stdout: stdout, stderr: stderr}
+	if c.Agents > 0 {
+		return lr.runAgents(ctx)
+	}
+	return lr.run(ctx)
+}
+
+// levelRun is one call of RunConfig.Run.
+type levelRun struct {
+	cfg            RunConfig
+	logger         hclog.Logger
+	stdout, stderr io.Writer
+}
+
+// runEnv is what both kinds of run set up before the load starts: the
+// output directory, the target (the in-process simulator when the config
+// has none) and the optional request log.
+type runEnv struct {
+	target, model string
+	// reqLog is nil without SaveRequests.
+	reqLog *result.RequestLog
+	sim    *sim.Sim
+}
+
+// setUp prepares a run's environment; the caller must Close it.
+func (r *levelRun) setUp(ctx context.Context) (_ *runEnv, err error) {
+	c := r.cfg
+	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	env := &runEnv{target: c.Client.BaseURL, model: c.Client.Model}
+	defer func() {
+		if err != nil {
+			env.Close()
+		}
+	}()
+	if env.target == "" {
+		if env.sim, err = r.startSim(ctx); err != nil {
+			return nil, err
+		}
+		env.target, env.model = env.sim.URL(), env.sim.Config().Model
+	}
+	if c.SaveRequests {
+		if env.reqLog, err = result.CreateRequestLog(filepath.Join(c.OutDir, "requests.jsonl"), time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
+}
+
+// closeRequestLog flushes and closes the request log, once the load has
+// stopped; nil without SaveRequests.
+func (e *runEnv) closeRequestLog() error {
+	if e.reqLog == nil {
+		return nil
+	}
+	return e.reqLog.Close()
+}
+
+// Close releases what setUp started; the request log's own error is
+// reported by closeRequestLog, so Close on an early return loses nothing
+// the user was promised.
+func (e *runEnv) Close() {
+	_ = e.closeRequestLog()
+	if e.sim != nil {
+		_ = e.sim.Close()
+	}
+}
+
+// startSim starts the built-in simulator in-process on a loopback port.
+func (r *levelRun) startSim(ctx context.Context) (*sim.Sim, error) {
+	c := r.cfg
+	cfg, err := sim.ProfileConfig(c.Sim.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("simulator profile: %w", err)
+	}
+	if c.Sim.Replicas > 0 {
+		cfg.Replicas = c.Sim.Replicas
+	}
+	mode, err := sim.ParseMode(c.Sim.Router)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Router, cfg.TimeScale, cfg.Listen = mode, c.Sim.TimeScale, "127.0.0.1:0"
+	if c.Client.Model != "" {
+		cfg.Model = c.Client.Model
+	}
+	s, err := sim.New(cfg, r.logger, nil)
+	if err != nil {
+		return nil, fmt.Errorf("create simulator: %w", err)
+	}
+	// The simulator outlives the run's signal so turns can drain; Close
+	// stops it.
+	if err := s.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("start simulator: %w", err)
+	}
+	r.logger.Info("simulator started", "url", s.URL(), "profile", cfg.Profile, "replicas", cfg.Replicas, "router", cfg.Router)
+	return s, nil
+}
+
+// run is the single-engine run.
+func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
+	c := r.cfg
+	// The progress display comes first: on a terminal every log line from
+	// here on goes above its status line.
+	disp := progress.New(r.stderr, progress.IsTerminal(r.stderr), r.logger, "progress", levelStatus.line)
+	if rl, ok := r.logger.(hclog.OutputResettable); ok && disp.LogOutput() != r.stderr {
+		// Only this sub-logger (and those made from it) changes; the
+		// caller's keeps its output.
+		if err := rl.ResetOutput(&hclog.LoggerOptions{Output: disp.LogOutput()}); err != nil {
+			return nil, fmt.Errorf("set log output: %w", err)
+		}
+	}
+	logger := r.logger
+	env, err := r.setUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	target, model, reqLog := env.target, env.model, env.reqLog
+
+	cl, err := client.New(c.clientConfig(target, model), logger)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	defer cl.Close()
+
+	src, err := workload.Open(c.Workload, logger)
+	if err != nil {
+		return nil, err
+	}
+
+	rec := record.NewRecorder(hdr.Default)
+	origin := time.Now().Add(c.Warmup)
+	peaks := result.NewPeaks(origin)
+	tally := newTally()
+	observe := func(s *record.Sample) {
+		if s.Window == windowMeasure {
+			peaks.Add(s)
+			tally.add(s)
+		}
+		if reqLog != nil {
+			_ = reqLog.Write(s) // the first error is sticky; Close reports it
+		}
+	}
+
+	opts := []load.Option{load.WithObserver(observe), load.WithDrainTimeout(c.Drain), load.WithRampUp(c.RampUp)}
+	if c.Warmup == 0 {
+		opts = append(opts, load.WithWindow(windowMeasure))
+	}
+	if c.SingleTurn {
+		opts = append(opts, load.WithSingleTurn())
+	}
+	eng, err := load.New(c.engineConfig(), src, cl, rec, logger, opts...)
+	if err != nil {
+		return nil, err
+	}
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	if c.Duration > 0 {
+		runCtx, stopRun = context.WithTimeout(ctx, c.Warmup+c.Duration)
+		defer stopRun()
+	}
+	logger.Info("run starting", "target", client.RedactURL(target), "model", model, "workload", src.Name(),
+		"concurrency", c.Load.Concurrency, "request_rate", c.Load.RequestRate, "warmup", c.Warmup, "duration", c.Duration)
+
+	// Two goroutines, owned here: one moves the window and cuts the drain
+	// short after an interrupt, the other shows the progress until the
+	// load ends or is interrupted.
+	var wg sync.WaitGroup
+	ran := make(chan struct{})
+	dctx, stopDisplay := context.WithCancel(ctx)
+	disp.Update(levelStatus{tally: tally, eng: eng, origin: origin, warmup: c.Warmup, duration: c.Duration})
+	wg.Go(func() { disp.Run(dctx) })
+	wg.Go(func() { r.watch(ctx, ran, eng, origin) })
+	runErr := eng.Run(runCtx)
+	close(ran)
+	stopDisplay()
+	wg.Wait()
+	end := time.Now()
+	if runErr != nil {
+		return nil, fmt.Errorf("run load: %w", runErr)
+	}
+	logErr := env.closeRequestLog()
+
+	interrupted := ctx.Err() != nil
+	w := measured(rec)
+	if w == nil || w.Counters.Requests+w.Counters.Failed == 0 {
+		return nil, r.nothingMeasured(ctx, logErr)
+	}
+	// A run cut short (by the budget or a signal) lasts until its last
+	// turn ended; a full run lasts the planned duration, as the turns sent
+	// in it are the measurement.
+	dur := c.Duration
+	if dur == 0 || interrupted || end.Before(origin.Add(c.Duration)) {
+		dur = w.LastEnd.Sub(origin)
+	}
+	if dur <= 0 {
+		dur = time.Millisecond
+	}
+	if late := w.Counters.LateSends; late > 0 && late*100 >= w.Counters.Requests+w.Counters.Failed {
+		// Sends behind schedule in a closed loop mean this process could
+		// not keep up (CPU, connections); the lag is in the "from intended
+		// send" figures.
+		logger.Warn("the load generator fell behind its schedule; see the schedule lag figures",
+			"late_sends", late, "threshold", load.DefaultLateThreshold)
+	}
+	facts := c.resultLoad(target, model, src.Name()).Facts(origin, origin.Add(dur), dur)
+	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
+	facts.Interrupted = interrupted
+	return r.writeResult(ctx, w, facts, logErr, nil)
+}
+
+// watch moves the engine to the measurement window at origin (when there
+// is a warm-up) until ran is closed. After an interrupt (ctx done) it
+// gives the turns in flight InterruptDrain (at most Drain) to end, then
+// aborts them.
+func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Engine, origin time.Time) {
+	var measure <-chan time.Time
+	if r.cfg.Warmup > 0 {
+		t := time.NewTimer(time.Until(origin))
+		defer t.Stop()
+		measure = t.C
+	}
+	interrupt := ctx.Done()
+	var abort <-chan time.Time
+	for {
+		select {
+		case <-ran:
+			return
+		case <-interrupt:
+			interrupt = nil
+			grace := min(r.cfg.Drain, InterruptDrain)
+			r.logger.Info("interrupted, finishing turns in flight; interrupt again to exit at once", "grace", grace)
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			abort = t.C
+		case <-abort:
+			abort = nil
+			eng.Abort()
+		case <-measure:
+			measure = nil
+			eng.SetWindow(windowMeasure)
+			r.logger.Info("warm-up done, measuring", "duration", r.cfg.Duration)
+		}
+	}
+}
+
+// measured returns the measurement window from the recorder, nil if empty.
+func measured(rec *record.Recorder) *record.Window {
+	for _, w := range rec.Drain() {
+		if w.ID == windowMeasure {
+			return w
+		}
+	}
+	return nil
+}
+
+// nothingMeasured is the outcome of a run whose measurement window saw no
+// turn: the interrupt that cut it short, or an error. logErr is the request
+// log's close error, which is reported either way.
+func (r *levelRun) nothingMeasured(ctx context.Context, logErr error) error {
+	if ctx.Err() != nil {
+		r.logRequestLogErr(logErr)
+		fmt.Fprintln(r.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
+		return errors.Join(ctx.Err(), logErr)
+	}
+	return errors.Join(errors.New("no turn was sent in the measurement window"), logErr)
+}
+
+// writeResult summarises the measurement window w, prints the vLLM block
+// (then extra, when not nil) and writes OutDir/result.json. logErr, the
+// request log's close error, fails the run after the result is saved:
+// requests.jsonl is incomplete and the user asked for it.
+func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts result.Facts, logErr error, extra func(io.Writer)) (*result.Summary, error) {
+	sum, err := result.New(w, facts)
+	if err != nil {
+		return nil, fmt.Errorf("summarise result: %w", err)
+	}
+	if err := result.WriteBlock(r.stdout, sum); err != nil {
+		return sum, err
+	}
+	if extra != nil {
+		extra(r.stdout)
+	}
+	if err := result.WriteJSONFile(filepath.Join(r.cfg.OutDir, "result.json"), sum); err != nil {
+		return sum, errors.Join(err, logErr)
+	}
+	if facts.Interrupted {
+		fmt.Fprintln(r.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
+		r.logRequestLogErr(logErr)
+		return sum, errors.Join(ctx.Err(), logErr)
+	}
+	return sum, logErr
+}
+
+// logRequestLogErr logs the request log's close error on an interrupted
+// run, whose exit reports only the interrupt.
+func (r *levelRun) logRequestLogErr(err error) {
+	if err != nil {
+		r.logger.Error("request log incomplete", "error", err)
+	}
+}

@@ -1,0 +1,94 @@
+package fleet
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/result"
+)
+
+// WriteStages prints to w the vLLM block of each measured stage of res, a
+// run of cfg, and writes its result.json to outDir/stage-<i>/; version is
+// fleetbench's. Stages that measured nothing are skipped.
+func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, outDir, version string) error {
+	for _, s := range res.Stages {
+		if s.Measured == nil || s.Measured.Counters.Requests+s.Measured.Counters.Failed == 0 {
+			continue
+		}
+		// The stage's measured time: its measured windows not re-run.
+		var dur time.Duration
+		var start, end time.Time
+		for _, mw := range StageWindows(res, s) {
+			dur += mw.End.Sub(mw.Start)
+			if start.IsZero() || mw.Start.Before(start) {
+				start = mw.Start
+			}
+			if mw.End.After(end) {
+				end = mw.End
+			}
+		}
+		if dur <= 0 {
+			continue
+		}
+		load := result.Load{
+			Target: cfg.Spec.Target, Model: cfg.Spec.Model, Workload: cfg.Spec.Workload.Kind, Version: version,
+			Label: s.Mode, MaxConcurrency: s.Level, RequestRate: s.RequestRate,
+		}
+		if s.RequestRate > 0 {
+			load.MaxConcurrency = 0
+		}
+		sum, err := result.New(s.Measured, load.Facts(start, end, dur))
+		if err != nil {
+			return fmt.Errorf("summarise stage %d: %w", s.Index, err)
+		}
+		fmt.Fprintf(w, "Stage %d (level %d%s%s)\n", s.Index, s.Level, modeSuffix(s.Mode), degradedSuffix(s.Degraded))
+		if err := result.WriteBlock(w, sum); err != nil {
+			return err
+		}
+		dir := filepath.Join(outDir, fmt.Sprintf("stage-%d", s.Index))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("write stage %d result: %w", s.Index, err)
+		}
+		if err := result.WriteJSONFile(filepath.Join(dir, "result.json"), sum); err != nil {
+			return fmt.Errorf("write stage %d result: %w", s.Index, err)
+		}
+	}
+	return nil
+}
+
+// PrintStages writes to w one line per stage of res with the fleet-wide
+// percentiles.
+func PrintStages(w io.Writer, res *coordinator.Result) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+	fmt.Fprintf(w, "%-6s %-8s %-10s %9s %9s %9s %9s %9s %9s %9s %s\n",
+		"stage", "level", "mode", "requests", "ttft_p50", "ttft_p95", "ttft_p99", "e2e_p50", "e2e_p99", "skew_ms", "degraded")
+	for _, s := range res.Stages {
+		m := s.Measured
+		if m == nil {
+			continue
+		}
+		ttft, e2e := m.Hist[record.TTFT], m.Hist[record.E2E]
+		fmt.Fprintf(w, "%-6d %-8d %-10s %9d %9s %9s %9s %9s %9s %9s %t\n",
+			s.Index, s.Level, s.Mode, m.Counters.Requests, ms(ttft.Percentile(50)), ms(ttft.Percentile(95)),
+			ms(ttft.Percentile(99)), ms(e2e.Percentile(50)), ms(e2e.Percentile(99)), ms(s.StartSkew), s.Degraded)
+	}
+}
+
+func modeSuffix(mode string) string {
+	if mode == "" {
+		return ""
+	}
+	return ", mode " + mode
+}
+
+func degradedSuffix(d bool) string {
+	if d {
+		return ", degraded: an agent was lost"
+	}
+	return ""
+}
