@@ -1,0 +1,271 @@
+package coordinator
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+// stageRun is the schedule of the running stage.
+type stageRun struct {
+	idx      int
+	stage    Stage
+	res      *StageResult
+	start    time.Time
+	ends     time.Time   // planned end of the measured time (grows on re-run)
+	bounds   []time.Time // start of each planned window
+	kinds    []Kind
+	opened   int // windows opened so far
+	phaseOut int // phases sent so far
+	drainAt  time.Time
+	drained  bool
+	reruns   int
+	cur      *window
+}
+
+// idle leaves the agents idle until until, then runs BeforeStage(i) and
+// starts stage i.
+func (r *run) idle(i int, until time.Time) {
+	r.state, r.next, r.idleUntil = stIdle, i, until
+}
+
+// beforeStageDone starts the next stage once BeforeStage(next) returned
+// err (nil without a hook).
+func (r *run) beforeStageDone(err error, now time.Time) {
+	r.hookRunning = false
+	if r.state != stIdle {
+		return // the run ended meanwhile
+	}
+	switch {
+	case err != nil:
+		r.err = fmt.Errorf("before stage %d: %w", r.next, err)
+	case len(r.byIndex) == 0:
+		r.err = fmt.Errorf("start stage %d: every agent: %w", r.next, ErrAgentLost)
+	default:
+		r.startStage(r.next, now)
+		return
+	}
+	r.finish(r.errReason())
+}
+
+// startStage sends the stage's assignments.
+func (r *run) startStage(i int, now time.Time) {
+	s := r.cfg.Stages[i]
+	r.stage, r.level = i, s.Level
+	r.st = &stageRun{idx: i, stage: s, res: &StageResult{
+		Index: i, Level: s.Level, RequestRate: s.RequestRate, Mode: s.Mode, Offsets: make(map[string]time.Duration),
+	}}
+	for _, m := range r.byIndex {
+		m.joined, m.finished, m.hasWM = now, false, false
+	}
+	r.state, r.deadline = stAssigning, now.Add(r.cfg.ReadyTimeout)
+	r.logger.Info("stage assigned", "stage", i, "level", s.Level, "mode", s.Mode, "agents", len(r.byIndex))
+	r.reshard(nil, now)
+}
+
+// schedule fixes the stage's window bounds and broadcasts the start.
+func (r *run) schedule(now time.Time) {
+	st := r.st
+	st.start = now.Add(r.cfg.StartDelay)
+	st.res.Start = st.start
+	t := st.start
+	if st.stage.Warmup > 0 {
+		st.bounds, st.kinds = append(st.bounds, t), append(st.kinds, KindWarmup)
+		t = t.Add(st.stage.Warmup)
+	}
+	win := r.cfg.Window
+	if st.stage.Window > 0 {
+		win = st.stage.Window
+	}
+	if win <= 0 || win > st.stage.Duration {
+		win = st.stage.Duration
+	}
+	measureEnd := t.Add(st.stage.Duration)
+	for ; t.Before(measureEnd); t = t.Add(win) {
+		st.bounds, st.kinds = append(st.bounds, t), append(st.kinds, KindMeasure)
+	}
+	st.ends = measureEnd
+	r.state = stRunning
+	r.logger.Info("stage scheduled", "stage", st.idx, "start_at", st.start, "windows", len(st.bounds))
+	r.advance(now)
+}
+
+// extend appends one measured window (PolicyRerun).
+func (st *stageRun) extend() {
+	win := st.ends.Sub(st.bounds[len(st.bounds)-1])
+	st.bounds, st.kinds = append(st.bounds, st.ends), append(st.kinds, KindMeasure)
+	st.ends = st.ends.Add(win)
+}
+
+// advance sends phases due within PhaseLead and opens windows whose start
+// has come; at the end of the measured time it drains.
+func (r *run) advance(now time.Time) {
+	st := r.st
+	lead := now.Add(r.cfg.PhaseLead)
+	for st.phaseOut < len(st.bounds) && (st.phaseOut == 0 || !st.bounds[st.phaseOut].After(lead)) {
+		w := r.openWindow(st.bounds[st.phaseOut], st.kinds[st.phaseOut], now)
+		r.broadcast(phase{Window: w.id, Kind: w.kind, StartAt: w.start, Level: r.level, Mode: st.stage.Mode})
+		st.phaseOut++
+	}
+	// The current window is the last opened one whose start has passed.
+	for _, w := range r.windows {
+		if w.stage == st.idx && !w.start.After(now) {
+			st.cur = w
+		}
+	}
+	allFinished := len(r.byIndex) > 0
+	for _, m := range r.byIndex {
+		allFinished = allFinished && m.finished
+	}
+	switch {
+	case !st.ends.After(lead):
+		r.drainAtTime(st.ends, now)
+	case allFinished && st.stage.Conversations > 0:
+		r.logger.Info("every agent ran out of conversations", "stage", st.idx)
+		r.drainAtTime(now, now)
+	}
+}
+
+func (r *run) drain(now time.Time) {
+	if r.st == nil || r.state == stIdle {
+		r.finish(r.errReason())
+		return
+	}
+	r.drainAtTime(now, now)
+}
+
+// drainAtTime tells agents to stop at t and fixes the windows' ends.
+func (r *run) drainAtTime(t, now time.Time) {
+	st := r.st
+	st.drained, st.drainAt = true, t
+	// Every announced window stays (agents may have switched to it); the
+	// last one ends at t, or at its start if it had not begun.
+	last := r.lastWindow(st.idx)
+	if last != nil {
+		last.end = later(t, last.start)
+		st.cur = last
+		r.broadcast(phase{Window: last.id, Kind: KindDrain, StartAt: t, Level: r.level, Mode: st.stage.Mode})
+	}
+	r.state = stDraining
+	r.logger.Info("stage draining", "stage", st.idx, "at", t)
+}
+
+// openWindow creates the next window of the stage.
+func (r *run) openWindow(start time.Time, kind Kind, now time.Time) *window {
+	st := r.st
+	w := newWindow(r.nextID, st.idx, kind, start, r.cfg.Histogram)
+	w.level, w.mode = r.level, st.stage.Mode
+	r.nextID++
+	// Until the next window is planned, the window ends at the stage's end.
+	w.end = st.ends
+	if prev := r.lastWindow(st.idx); prev != nil {
+		prev.end = start
+	}
+	for _, m := range r.byIndex {
+		w.addMember(m, start)
+	}
+	r.windows = append(r.windows, w)
+	r.byID[w.id] = w
+	st.res.Windows = append(st.res.Windows, w.id)
+	st.opened++
+	return w
+}
+
+func (r *run) lastWindow(stage int) *window {
+	for i := len(r.windows) - 1; i >= 0; i-- {
+		if r.windows[i].stage == stage {
+			return r.windows[i]
+		}
+	}
+	return nil
+}
+
+// closeWindows closes every window whose agents are all past it or whose
+// grace has run out; it reports whether the stage's windows are all closed.
+func (r *run) closeWindows(now time.Time) bool {
+	all := true
+	for _, w := range r.windows {
+		if w.closed {
+			continue
+		}
+		if w.stage != r.st.idx {
+			continue
+		}
+		if w.end.After(now) || (r.state != stDraining && r.st.cur == w) {
+			all = false
+			continue
+		}
+		by := ""
+		if w.watermarksPassed() {
+			by = "watermarks"
+		} else if now.Sub(w.end) > r.cfg.Grace {
+			by = "grace"
+		}
+		if by == "" {
+			all = false
+			continue
+		}
+		w.close(by, now)
+		r.metrics.windowClosed(w)
+		r.logger.Info("window closed", "window", w.id, "kind", w.kind, "closed_by", by,
+			"requests", w.data.Counters.Requests, "degraded", w.degraded)
+		if r.cfg.OnWindowClosed != nil {
+			r.cfg.OnWindowClosed(w.result())
+		}
+		if r.out != nil {
+			if err := r.out.write(w); err != nil {
+				r.logger.Error("write window", "window", w.id, "error", err)
+			}
+		}
+	}
+	return all
+}
+
+// endStage merges the stage's windows and starts the next stage or ends.
+func (r *run) endStage(now time.Time) {
+	st := r.st
+	r.closeStage(false)
+	r.logger.Info("stage done", "stage", st.idx, "requests", st.res.Measured.Counters.Requests,
+		"start_skew", st.res.StartSkew, "degraded", st.res.Degraded)
+	if r.err == nil && st.idx+1 < len(r.cfg.Stages) && len(r.byIndex) > 0 {
+		r.idle(st.idx+1, now.Add(st.stage.Cooldown))
+		return
+	}
+	if r.err == nil && len(r.byIndex) == 0 {
+		r.err = fmt.Errorf("run stage %d: every agent: %w", st.idx, ErrAgentLost)
+	}
+	r.finish(r.errReason())
+}
+
+// closeStage merges the running stage's windows (all closed) into its
+// result and hands it over.
+func (r *run) closeStage(interrupted bool) {
+	st := r.st
+	st.res.Interrupted = interrupted
+	st.res.Measured = record.NewWindow(0, r.cfg.Histogram)
+	offsets := make([]time.Duration, 0, len(st.res.Offsets))
+	for _, o := range st.res.Offsets {
+		offsets = append(offsets, o)
+	}
+	if len(offsets) > 0 {
+		st.res.StartSkew = slices.Max(offsets) - slices.Min(offsets)
+	}
+	for _, w := range r.windows {
+		if w.stage != st.idx || w.kind != KindMeasure || w.rerun {
+			continue
+		}
+		m, err := w.result().Merged()
+		if err == nil {
+			err = st.res.Measured.Merge(m)
+		}
+		if err != nil {
+			r.logger.Error("merge stage", "window", w.id, "error", err)
+		}
+	}
+	r.finished = append(r.finished, st.res)
+	if r.cfg.OnStageDone != nil {
+		r.cfg.OnStageDone(st.res)
+	}
+}
