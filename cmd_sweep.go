@@ -4,29 +4,18 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
-	"github.com/fleetbench/fleetbench/pkg/progress"
-	"github.com/fleetbench/fleetbench/pkg/ready"
-	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
-	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 // sweepOptions are the sweep command's own flags; every other flag is a
@@ -191,215 +180,23 @@ func (c *cli) runSweep(ctx context.Context, o *sweepOptions, spec *sweep.Spec) e
 		}
 		return plan.WritePlan(c.stdout)
 	}
-	if o.resume == "" {
-		if err := sweeprun.CheckFresh(spec.Output); err != nil {
-			return err
-		}
-		id = sweeprun.NewID(time.Now())
-		s := *spec
-		if simCfg != nil {
-			s.Target = "" // a resumed sweep starts a simulator of its own
-		}
-		if err := sweeprun.WriteSpec(spec.Output, &s); err != nil {
-			return err
-		}
-	}
-	fl := spec.Fleet
-	reg := newMetricsRegistry(fl.MetricsListen)
-	_, stopMetrics, err := serveMetrics(ctx, fl.MetricsListen, reg, c.logger)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-	var remote *fleet.Remote
-	if fl.RemoteAgents > 0 || o.kube.Enabled {
-		token, err := loadToken(fl.TokenFile)
-		if err != nil {
+	token := ""
+	if spec.Fleet.RemoteAgents > 0 || o.kube.Enabled {
+		if token, err = loadToken(spec.Fleet.TokenFile); err != nil {
 			return err
 		}
 		if token == "" {
 			c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
 		}
-		remote = &fleet.Remote{Listen: fl.Listen, Agents: fl.RemoteAgents, Token: token, JoinTimeout: fl.JoinTimeout.D(),
-			CertFile: fl.TLSCert, KeyFile: fl.TLSKey}
-		if remote.JoinTimeout == 0 {
-			remote.JoinTimeout = coordinator.DefaultJoinTimeout
-		}
 	}
-	if o.kube.Enabled {
-		// Only the levels matter: they size the Job with --agent-capacity.
-		cfg := coordinator.Config{}
-		for _, l := range spec.Levels {
-			cfg.Stages = append(cfg.Stages, coordinator.Stage{Level: l})
-		}
-		// A fatal condition of the agents cancels ctx with the cause; the
-		// Job is deleted on every exit, a signal's included.
-		kctx, agents, err := fleet.StartKube(ctx, c.logger, o.kube, &cfg)
-		if err != nil {
-			return err
-		}
-		defer agents.Stop()
-		remote.Agents, remote.Losses = cfg.Agents, agents.Losses()
-		err = c.sweep(kctx, spec, simCfg, plan, id, !fl.NoRestore, remote, registerer(reg))
-		return kubejob.Cause(kctx, err)
-	}
-	return c.sweep(ctx, spec, simCfg, plan, id, !fl.NoRestore, remote, registerer(reg))
-}
-
-// sweep runs plan and renders the report.
-func (c *cli) sweep(ctx context.Context, spec *sweep.Spec, simCfg *sweep.Sim, plan *sweep.Plan, id string, restore bool,
-	remote *fleet.Remote, reg prometheus.Registerer) error {
-	logger := c.logger.Named("sweep")
-	sm, err := sweeprun.NewMetrics(reg)
+	reg := newMetricsRegistry(spec.Fleet.MetricsListen)
+	_, stopMetrics, err := serveMetrics(ctx, spec.Fleet.MetricsListen, reg, c.logger)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	live := sweeprun.NewLive(sweeprun.DefaultLiveSpan)
-	display := sweeprun.NewDisplay(c.stderr, progress.IsTerminal(c.stderr), logger, live)
-	if r, ok := logger.(hclog.OutputResettable); ok && display.LogOutput() != c.stderr {
-		// On a terminal, log lines go above the status line. Only this
-		// sub-logger (and those made from it) changes; the root keeps
-		// its output.
-		if err := r.ResetOutput(&hclog.LoggerOptions{Output: display.LogOutput()}); err != nil {
-			return fmt.Errorf("set log output: %w", err)
-		}
-	}
-	if simCfg != nil {
-		s, err := startSweepSim(ctx, simCfg, spec.Model, logger)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		// The sim switch's URL defaults to the target: the simulator.
-		spec.Target = s.URL()
-	}
-	switchers, err := spec.Switchers(logger)
-	if err != nil {
-		return err
-	}
-	var gate sweeprun.Gate
-	if !spec.Readiness.Skip {
-		g, err := ready.New(spec.ReadyConfig(), logger)
-		if err != nil {
-			return err
-		}
-		defer g.Close()
-		gate = g
-	}
-	wcfg, err := spec.WorkloadConfig()
-	if err != nil {
-		return err
-	}
-	src, err := workload.Open(wcfg, logger)
-	if err != nil {
-		return err
-	}
-	facts := sweeprun.Facts(spec, id, src.Name(), version)
-	w, err := report.NewWriter(spec.Output, facts)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-
-	fc := fleet.Config{
-		Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
-		Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg, Version: version,
-	}
-	if remote != nil {
-		// Remote agents' samples stay with them: their interval reports
-		// feed the live figures.
-		fc.OnReport = func(_ string, _ uint32, w *record.Window) { live.ObserveWindow(w, time.Now()) }
-		fmt.Fprintf(c.stdout, "Waiting for %d agents on %s (fleetbench agent --coordinator ADDR)\n", remote.Agents, remote.Listen)
-	} else {
-		fc.Observe = live.Observe
-	}
-	fl := fleet.NewSweeper(fleet.Quiet(logger.Named("fleet")), fc, sm)
-	r, err := sweeprun.New(sweeprun.Config{
-		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
-		Restore: restore, OnStatus: display.Update, Logger: logger,
+	defer stopMetrics()
+	return fleet.Sweep(ctx, c.logger, fleet.SweepConfig{
+		Spec: spec, Plan: plan, ID: id, Token: token, Kube: o.kube, Registerer: registerer(reg),
+		Version: version, Stdout: c.stdout, Stderr: c.stderr,
 	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "Sweep %s: %d points to measure (%d done), %d switches, about %s; output in %s\n",
-		id, plan.Total-plan.Done, plan.Done, plan.Switches(), plan.EstimatedDuration().Round(time.Second), spec.Output)
-	dctx, stopDisplay := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { display.Run(dctx) })
-	res, runErr := r.Run(ctx)
-	stopDisplay()
-	wg.Wait()
-	if err := w.Close(); err != nil && runErr == nil {
-		runErr = err
-	}
-	measured := 0
-	if res != nil {
-		measured = len(res.Points)
-	}
-	if runErr != nil {
-		fmt.Fprintf(c.stdout, "Sweep stopped after %d of %d points: results so far are in %s\n", plan.Done+measured, plan.Total, w.TSVPath())
-		fmt.Fprintf(c.stdout, "Resume with: fleetbench sweep --resume %s\n", spec.Output)
-		return runErr
-	}
-	rendered, err := sweeprun.Render(spec.Output, facts)
-	if err != nil {
-		return err
-	}
-	c.printSweepSummary(res, rendered, simCfg, w.TSVPath(), time.Since(start))
-	return nil
-}
-
-// printSweepSummary prints where the results are and the SLA headline.
-func (c *cli) printSweepSummary(res *sweeprun.Result, r *report.Rendered, simCfg *sweep.Sim, tsv string, took time.Duration) {
-	out := c.stdout
-	restored := ""
-	switch {
-	case res.Restored:
-		restored = fmt.Sprintf("; mode %s restored", res.Original)
-	case res.Original != "":
-		restored = fmt.Sprintf("; left in mode %s", res.Original)
-	}
-	fmt.Fprintf(out, "\nSweep done in %s: %d points measured, %d switches%s.\n", took.Round(time.Second), len(res.Points), res.Switches, restored)
-	fmt.Fprintf(out, "Results: %s\nReport:  %s\n", tsv, r.Report)
-	v := r.Outcome.Primary
-	parts := make([]string, 0, len(v.Breakpoints))
-	for _, b := range v.Breakpoints {
-		parts = append(parts, fmt.Sprintf("%s %s", b.Mode, b))
-	}
-	fmt.Fprintf(out, "SLA breakpoint (highest level with TTFT p95 <= %s): %s\n", v.SLA, strings.Join(parts, ", "))
-	fmt.Fprintf(out, "%s\n", v.Headline)
-	if fb := r.Outcome.Fallback; fb != nil {
-		fmt.Fprintf(out, "At the fallback threshold (%s): %s\n", r.Outcome.FallbackReason, fb.Headline)
-	}
-	if simCfg != nil && simCfg.TimeScale != 1 {
-		fmt.Fprintf(out, "Simulator time scale %g: latencies are wall-clock, so %s here is %s of simulated time.\n",
-			simCfg.TimeScale, v.SLA, time.Duration(float64(v.SLA)*simCfg.TimeScale))
-	}
-}
-
-// startSweepSim starts the built-in simulator on a loopback port.
-func startSweepSim(ctx context.Context, s *sweep.Sim, model string, logger hclog.Logger) (*sim.Sim, error) {
-	cfg, err := sim.ProfileConfig(s.Profile)
-	if err != nil {
-		return nil, fmt.Errorf("simulator profile: %w", err)
-	}
-	if s.Replicas > 0 {
-		cfg.Replicas = s.Replicas
-	}
-	if s.KVBlocks > 0 {
-		cfg.Engine.NumBlocks = s.KVBlocks
-	}
-	cfg.TimeScale, cfg.Listen, cfg.Model = s.TimeScale, "127.0.0.1:0", model
-	sm, err := sim.New(cfg, logger, nil)
-	if err != nil {
-		return nil, fmt.Errorf("create simulator: %w", err)
-	}
-	// The simulator outlives the sweep's signal so turns can drain and the
-	// mode be restored; Close stops it.
-	if err := sm.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("start simulator: %w", err)
-	}
-	logger.Info("simulator started", "url", sm.URL(), "profile", cfg.Profile, "replicas", cfg.Replicas, "time_scale", cfg.TimeScale)
-	return sm, nil
 }
