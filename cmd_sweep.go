@@ -130,6 +130,7 @@ func (o *sweepOptions) spec(fs *pflag.FlagSet) (*sweep.Spec, error) {
 		// the spec (and the sim switch's URL) validate.
 		spec.Target = simPlaceholder
 		spec.Sim.Use = true
+		spec.APIKeyEnv = "" // the built-in simulator takes no key
 		if spec.Switch == nil {
 			spec.Switch = &sweep.SwitchSpec{Kind: sweep.KindSim}
 		}

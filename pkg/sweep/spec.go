@@ -155,6 +155,7 @@ type Readiness struct {
 func Default() *Spec {
 	return &Spec{
 		Endpoint:       client.EndpointChat,
+		APIKeyEnv:      client.DefaultAPIKeyEnv,
 		Workload:       workload.Default(),
 		Runs:           DefaultRuns,
 		Warmup:         Duration(DefaultWarmup),

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetbench/fleetbench/pkg/openai"
+	"github.com/fleetbench/fleetbench/pkg/wire"
+	"github.com/fleetbench/fleetbench/pkg/workload"
+)
+
+// quietCLI is a cli whose commands can be built and parsed without
+// running.
+func quietCLI() *cli { return &cli{stdout: io.Discard, stderr: io.Discard} }
+
+// workloads returns the workload each of run, coordinator and sweep builds
+// from the same settings: as flags for run and coordinator, as a sweep
+// file's workload section for sweep.
+func workloads(t *testing.T, args []string, file string) map[string]workload.Config {
+	t.Helper()
+	got := map[string]workload.Config{}
+
+	runCmd, ro := quietCLI().newRun()
+	if err := runCmd.ParseFlags(append([]string{"--out", "o", "--concurrency", "4"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := ro.config(runCmd.Flags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["run"] = rc.Workload
+
+	coCmd, co := quietCLI().newCoordinator()
+	if err := coCmd.ParseFlags(append([]string{"--target", "http://t:8000", "--model", "m"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := co.config(coCmd.Flags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an agent builds from: the spec after the wire.
+	got["coordinator"] = wire.WorkloadFromProto(wire.WorkloadToProto(cfg.Spec.Workload))
+
+	path := filepath.Join(t.TempDir(), "sweep.yaml")
+	spec := "levels: [4]\nmodes: [{name: kv}]\noutput: " + filepath.Join(t.TempDir(), "out") + "\n" + file
+	if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	swCmd, so := quietCLI().newSweep()
+	if err := swCmd.ParseFlags([]string{"-f", path}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := so.spec(swCmd.Flags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["sweep"] = s.Workload
+	return got
+}
+
+// TestSameWorkloadEverywhere builds one workload from run flags,
+// coordinator flags (through the wire, as agents receive it) and a sweep
+// file, and checks they are the same configuration and send the same
+// conversations: same turns, same token counts, for the same seed. With no
+// setting at all the three defaults agree too.
+func TestSameWorkloadEverywhere(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		file string
+	}{
+		{"defaults", nil, ""},
+		{"docchat", []string{"--seed", "11", "--turns", "2-4", "--prompt-tokens", "900", "--documents", "3",
+			"--max-tokens", "64", "--think-time", "exp:1s", "--session-header", "X-Session-ID"},
+			"workload:\n  seed: 11\n  turns: 2-4\n  prompt_tokens: 900\n  documents: 3\n  max_tokens: 64\n" +
+				"  think_time: exp:1s\n  session_header: X-Session-ID\n"},
+		{"sharegpt", []string{"--workload", "sharegpt", "--dataset", sampleShareGPT, "--seed", "3", "--max-conversations", "2"},
+			"workload:\n  kind: sharegpt\n  dataset: " + sampleShareGPT + "\n  seed: 3\n  max_conversations: 2\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := workloads(t, tt.args, tt.file)
+			if !reflect.DeepEqual(got["run"], got["coordinator"]) || !reflect.DeepEqual(got["run"], got["sweep"]) {
+				t.Fatalf("workloads differ:\n run         %+v\n coordinator %+v\n sweep       %+v", got["run"], got["coordinator"], got["sweep"])
+			}
+			// The same configuration is the same conversations: compare
+			// them anyway, as a user would see them.
+			var first []string
+			for _, cmd := range []string{"run", "coordinator", "sweep"} {
+				src, err := workload.New(got[cmd], nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var seen []string
+				for i := range 3 {
+					conv := src.Conversation(i)
+					hist := []openai.Message{{Role: openai.RoleSystem, Content: conv.System()}}
+					for k := range conv.Turns() {
+						turn, err := conv.Next(t.Context(), k, hist)
+						if err != nil {
+							t.Fatal(err)
+						}
+						seen = append(seen, turn.User)
+						hist = append(hist, openai.Message{Role: "user", Content: turn.User}, openai.Message{Role: "assistant", Content: "ok"})
+					}
+				}
+				if first == nil {
+					first = seen
+				} else if !reflect.DeepEqual(first, seen) {
+					t.Errorf("%s sends other conversations than run", cmd)
+				}
+			}
+		})
+	}
+	// The defaults themselves, named: what a user reads in -h.
+	d := workloads(t, nil, "")["run"]
+	if d.Seed != 0 || d.MaxTokens != 1024 || d.Kind != workload.KindDocChat || !d.Turns.IsZero() {
+		t.Errorf("defaults %+v, want seed 0, max tokens 1024, docchat, the kind's turns", d)
+	}
+}
+
+// sampleShareGPT is a small ShareGPT file of the workload package's tests.
+const sampleShareGPT = "pkg/workload/testdata/sharegpt_sample.json"
+
+// TestSharedFlagsSameEverywhere: every shared flag has the same default
+// and help in run, coordinator and sweep.
+func TestSharedFlagsSameEverywhere(t *testing.T) {
+	runCmd, _ := quietCLI().newRun()
+	coCmd, _ := quietCLI().newCoordinator()
+	swCmd, _ := quietCLI().newSweep()
+	shared := []string{"endpoint", "api-key-env", "workload", "dataset", "seed", "max-tokens", "think-time", "turns",
+		"session-header", "prompt-tokens", "documents", "max-conversations", "min-messages", "shuffle", "output-len",
+		"user-model-url", "user-model", "user-model-key-env", "request-rate", "warmup", "duration"}
+	for _, name := range shared {
+		var want *pflag.Flag
+		for cmd, fs := range map[string]*pflag.FlagSet{"run": runCmd.Flags(), "coordinator": coCmd.Flags(), "sweep": swCmd.Flags()} {
+			f := fs.Lookup(name)
+			if f == nil {
+				t.Errorf("%s has no --%s", cmd, name)
+				continue
+			}
+			if want == nil {
+				want = f
+				continue
+			}
+			if f.DefValue != want.DefValue {
+				t.Errorf("--%s default: %s %q, another command %q", name, cmd, f.DefValue, want.DefValue)
+			}
+		}
+	}
+	for _, name := range []string{"cooldown"} {
+		if a, b := coCmd.Flags().Lookup(name).DefValue, swCmd.Flags().Lookup(name).DefValue; a != b {
+			t.Errorf("--%s default: coordinator %q, sweep %q", name, a, b)
+		}
+	}
+}
+
+// TestExitCodes: usage mistakes exit 2 with one line and a pointer to -h
+// in every command; help and version exit 0.
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "a command is required"},
+		{[]string{"nope"}, exitUsage, `unknown command "nope"`},
+		{[]string{"--version"}, exitOK, ""},
+		{[]string{"version"}, exitOK, ""},
+		{[]string{"run", "-h"}, exitOK, ""},
+		{[]string{"completion", "bash"}, exitOK, ""},
+		{[]string{"run", "--no-such-flag"}, exitUsage, "unknown flag: --no-such-flag"},
+		{[]string{"run", "--out", "o", "--concurrency", "x"}, exitUsage, "--concurrency"},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"sweep", "--levels", "0"}, exitUsage, "--levels"},
+		{[]string{"coordinator"}, exitUsage, "--target is required"},
+		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--on-loss", "maybe"}, exitUsage, "maybe"},
+		{[]string{"agent"}, exitUsage, "--coordinator ADDR is required"},
+		{[]string{"agent", "--bogus"}, exitUsage, "unknown flag"},
+		{[]string{"sim", "--router", "sideways"}, exitUsage, "sideways"},
+		{[]string{"probe"}, exitUsage, "--target URL is required"},
+		{[]string{"report"}, exitUsage, "at least one"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCommand(t.Context(), tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tt.code, tt.want, stdout, stderr)
+			}
+			if code == exitUsage {
+				lines := strings.Split(strings.TrimSpace(stderr), "\n")
+				if n := len(lines); n > 3 || !strings.Contains(lines[n-1], "-h' for usage") {
+					t.Errorf("usage error not one line plus the pointer to -h:\n%s", stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestInterspersedFlags: flags may follow positional arguments, as the
+// README's report example does.
+func TestInterspersedFlags(t *testing.T) {
+	cmd, _ := quietCLI().newRun()
+	if err := cmd.ParseFlags([]string{"--out", "a", "--seed", "5", "--concurrency", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCommand(t.Context(), "report", filepath.Join(t.TempDir(), "missing"), "--out", t.TempDir())
+	if strings.Contains(stderr, "stat --out") || code == exitUsage {
+		t.Errorf("report took --out as a path: exit %d, %s", code, stderr)
+	}
+}
+
+// TestDeprecatedAliases: the old names still work, say so in one line and
+// set the new setting.
+func TestDeprecatedAliases(t *testing.T) {
+	swCmd, so := quietCLI().newSweep()
+	var errb strings.Builder
+	swCmd.SetErr(&errb)
+	swCmd.Flags().SetOutput(&errb)
+	out := filepath.Join(t.TempDir(), "o")
+	if err := swCmd.ParseFlags([]string{"--levels", "5,10", "--measure", "90s", "--modes", "kv", "--switch", "none",
+		"--target", "http://t:1", "--model", "m", "--out", out}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := so.spec(swCmd.Flags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Levels, []int{5, 10}) || s.Measure.D().Seconds() != 90 {
+		t.Errorf("levels %v measure %s", s.Levels, s.Measure)
+	}
+	for _, want := range []string{"--levels has been deprecated, use --concurrency", "--measure has been deprecated, use --duration"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("no notice %q in %q", want, errb.String())
+		}
+	}
+	simCmd := quietCLI().simCmd()
+	simCmd.Flags().SetOutput(&errb)
+	if err := simCmd.ParseFlags([]string{"--sim-router", "round_robin"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := simCmd.Flags().GetString("router"); v != "round_robin" {
+		t.Errorf("sim --sim-router set router %q", v)
+	}
+}
