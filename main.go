@@ -44,7 +44,7 @@ func main() {
 func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.Writer) int {
 	load.TuneGC()
 	c := &cli{stdout: stdout, stderr: stderr}
-	root := c.root()
+	root := c.root() //nolint:contextcheck // cobra hands ctx to every RunE as cmd.Context(), from ExecuteContext below
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -248,7 +248,7 @@ func ParseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%q: want N or a comma list N,N,...", s)
+		return nil, fmt.Errorf("%q: want N or a comma list such as 8,16", s)
 	}
 	return out, nil
 }
