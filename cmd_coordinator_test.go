@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,21 +11,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
-// freeAddr returns a loopback address nothing listens on (for a command
-// that takes --listen).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	var lc net.ListenConfig
-	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// freeAddr is testserve.FreeAddr.
+func freeAddr(t *testing.T) string { return testserve.FreeAddr(t) }
 
 // TestCoordinatorAndAgentsCommands runs `fleetbench coordinator` and two
 // `fleetbench agent`s in one process against an OpenAI-style server: the

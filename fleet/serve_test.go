@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,21 +10,12 @@ import (
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/testserve"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	var lc net.ListenConfig
-	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// freeAddr is testserve.FreeAddr.
+func freeAddr(t *testing.T) string { return testserve.FreeAddr(t) }
 
 // TestServeStopsGracefully runs one stage with an external agent: Serve
 // returns the stage's measurement, and the agent hears the run's stop
