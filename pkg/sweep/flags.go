@@ -157,6 +157,24 @@ func AddFlags(fs *pflag.FlagSet, s *Spec) {
 			return onSwitches(func(string) (map[string]string, error) { return headers, nil },
 				func(c *SwitchSpec, v map[string]string) { c.Headers = v })(s, raw)
 		})
+	options := map[string]string{}
+	sw("switch-option", "KEY=VALUE", "setting of a registered switch kind (dynamo, kubeai, patch), e.g. deployment=frontend (repeatable)",
+		func(s *Spec, raw string) error {
+			k, val, ok := strings.Cut(raw, "=")
+			if k = strings.TrimSpace(k); !ok || k == "" {
+				return fmt.Errorf("%q: want KEY=VALUE", raw)
+			}
+			options[k] = strings.TrimSpace(val)
+			return onSwitches(func(string) (map[string]string, error) { return options, nil },
+				func(c *SwitchSpec, v map[string]string) {
+					if c.Options == nil {
+						c.Options = map[string]string{}
+					}
+					for k, v := range v {
+						c.Options[k] = v
+					}
+				})(s, raw)
+		})
 	sw("switch-expect-status", "CODE[,CODE...]", "http: statuses that mean success, comma-separated (default: any 2xx)",
 		onSwitches(parseInts, func(c *SwitchSpec, v []int) { c.ExpectStatus = v }))
 	sw("switch-current-url", "URL", "http: URL whose GET answers the current mode",

@@ -289,3 +289,73 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestEveryFileSettingHasAFlag walks the spec's file keys and checks each
+// has a flag, so a sweep can be set up from the command line alone. The
+// exceptions are listed with the reason.
+func TestEveryFileSettingHasAFlag(t *testing.T) {
+	fs := pflag.NewFlagSet("sweep", pflag.ContinueOnError)
+	AddFlags(fs, Default())
+	byKey := map[string]string{ // file key -> its flag, where the names differ
+		"levels": "concurrency", "measure": "duration", "output": "out", "api_key_env": "api-key-env",
+		"workload.kind": "workload", "workload.think_time": "think-time", "modes": "modes",
+		"switch.kind": "switch", "readiness.skip": "ready-skip", "sim.use": "sim",
+		"fleet.remote_agents": "remote-agents", "fleet.metrics_listen": "metrics-listen", "fleet.no_restore": "no-restore",
+		"fleet.tls_cert": "tls-cert", "fleet.tls_key": "tls-key", "fleet.token_file": "token-file",
+		"fleet.join_timeout": "join-timeout", "fleet.listen": "listen", "switch.options": "switch-option",
+		"switch.headers": "switch-header",
+	}
+	skip := map[string]string{
+		"kube":         "its keys are the Kubernetes flags' own names",
+		"modes.name":   "--modes",
+		"modes.switch": "a switch per mode is a file setting; --switch-* flags set every mode's",
+	}
+	prefix := map[string]string{"workload": "", "readiness": "ready-", "switch": "switch-", "sim": "sim-", "fleet": ""}
+	var walk func(typ reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		for f := range typ.Fields() {
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if key == "" || key == "-" {
+				continue
+			}
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			if _, ok := skip[p]; ok {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[Duration]() && ft != reflect.TypeFor[workload.ThinkTime]() &&
+				ft != reflect.TypeFor[workload.Turns]() {
+				walk(ft, p)
+				continue
+			}
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				walk(ft.Elem(), p)
+				continue
+			}
+			name, ok := byKey[p]
+			if !ok {
+				top, _, _ := strings.Cut(p, ".")
+				name = strings.ReplaceAll(key, "_", "-")
+				if pre, ok := prefix[top]; ok && top != p {
+					name = pre + name
+				}
+				if top == "workload" && strings.HasPrefix(p, "workload.user_model.") {
+					name = map[string]string{"url": "user-model-url", "model": "user-model", "api_key_env": "user-model-key-env"}[key]
+				}
+			}
+			if fs.Lookup(name) == nil {
+				t.Errorf("file setting %s has no flag (looked for --%s)", p, name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[Spec](), "")
+}
