@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -66,7 +65,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 				return &usageError{err: err}
 			}
 			if o.dryRun {
-				return writeDryRun(c.stdout, newRunPlan(rc))
+				return writeDryRun(c.stdout, rc.Plan())
 			}
 			_, err = rc.Run(cmd.Context(), c.logger, c.stdout, c.stderr)
 			return err
@@ -196,43 +195,4 @@ func writeDryRun(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "# fleetbench %s: validated configuration (dry run: nothing started, nothing sent)\n%s", version, b)
 	return err
-}
-
-// runPlan is what `run --dry-run` prints: the merged configuration with
-// header values left out (they may be credentials) and the target
-// redacted.
-type runPlan struct {
-	Target         string           `json:"target"`
-	Model          string           `json:"model,omitempty"`
-	Endpoint       string           `json:"endpoint"`
-	APIKeyEnv      string           `json:"api_key_env,omitempty"`
-	Headers        []string         `json:"headers,omitempty"`
-	Workload       workload.Config  `json:"workload"`
-	Concurrency    int              `json:"concurrency,omitempty"`
-	RequestRate    float64          `json:"request_rate,omitempty"`
-	MaxConcurrency int              `json:"max_concurrency,omitempty"`
-	NumPrompts     int              `json:"num_prompts,omitempty"`
-	Warmup         string           `json:"warmup"`
-	Duration       string           `json:"duration"`
-	Agents         int              `json:"agents,omitempty"`
-	Out            string           `json:"out"`
-	Simulator      *fleet.SimConfig `json:"simulator,omitempty"`
-}
-
-func newRunPlan(rc fleet.RunConfig) runPlan {
-	p := runPlan{
-		Target: client.RedactURL(rc.Client.BaseURL), Model: rc.Client.Model, Endpoint: rc.Client.Endpoint,
-		APIKeyEnv: rc.Client.APIKeyEnv, Workload: rc.Workload, Concurrency: rc.Load.Concurrency,
-		RequestRate: rc.Load.RequestRate, MaxConcurrency: rc.Load.MaxConcurrency, NumPrompts: rc.Load.TotalRequests,
-		Warmup: rc.Warmup.String(), Duration: rc.Duration.String(), Agents: rc.Agents, Out: rc.OutDir,
-	}
-	for k := range rc.Client.Headers {
-		p.Headers = append(p.Headers, k)
-	}
-	slices.Sort(p.Headers)
-	if p.Target == "" {
-		p.Target = "built-in simulator"
-		p.Simulator = &rc.Sim
-	}
-	return p
 }

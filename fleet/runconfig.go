@@ -59,13 +59,13 @@ type RunConfig struct {
 // has no target. It is a plain value.
 type SimConfig struct {
 	// Profile is the hardware profile (sim.Profiles).
-	Profile string
+	Profile string `json:"profile"`
 	// Replicas overrides the profile's replicas when > 0.
-	Replicas int
+	Replicas int `json:"replicas,omitempty"`
 	// Router is the routing mode (sim.ParseMode).
-	Router string
+	Router string `json:"router"`
 	// TimeScale divides every simulated duration; must be > 0.
-	TimeScale float64
+	TimeScale float64 `json:"time_scale"`
 }
 
 // Validate reports every problem with c at once.
