@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
@@ -149,4 +152,53 @@ func contains(args []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestDeployJobArgsRun runs the coordinator Job's command line from
+// deploy/base/job.yaml with --dry-run against the base's sweep file and
+// every example's: the flags the manifests pass must exist and the sweep
+// files they mount must validate.
+func TestDeployJobArgsRun(t *testing.T) {
+	b, err := os.ReadFile("deploy/base/job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args []string `json:"args"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &job); err != nil {
+		t.Fatal(err)
+	}
+	args := job.Spec.Template.Spec.Containers[0].Args
+	i := slices.Index(args, "-f")
+	if len(args) == 0 || args[0] != "sweep" || i < 0 {
+		t.Fatalf("job args %q: want sweep -f FILE ...", args)
+	}
+	files, _ := filepath.Glob("deploy/examples/*/sweep.yaml")
+	files = append(files, "deploy/base/sweep.yaml")
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			a := slices.Clone(args)
+			a[i+1] = f
+			if j := slices.Index(a, "--token-file"); j >= 0 {
+				a[j+1] = token
+			}
+			a = append(a, "--dry-run")
+			if code, stdout, stderr := runCommand(t.Context(), a...); code != exitOK {
+				t.Errorf("fleetbench %s\nexit %d\n%s\n%s", strings.Join(a, " "), code, stdout, stderr)
+			}
+		})
+	}
 }
