@@ -101,7 +101,9 @@ func (o *sweepOptions) spec(fs *pflag.FlagSet) (*sweep.Spec, error) {
 		}
 	})
 	spec.KubeFromFlags(kfs)
-	ko.Agents, ko.AgentsSet = max(spec.Agents, 1), fs.Changed("agents") || spec.Agents > 0
+	// The spec's agents size the Job unless --agent-capacity is given
+	// without a typed --agents: then the largest level does.
+	ko.Agents, ko.AgentsSet = max(spec.Agents, 1), fs.Changed("agents")
 	o.kube = ko
 	if o.resume != "" {
 		spec.Output = o.resume
