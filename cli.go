@@ -143,7 +143,11 @@ func commandNames(cmd *cobra.Command) []string {
 // (pkg/flags), then its examples.
 func groupedUsage(cmd *cobra.Command) error {
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "Usage:\n  %s\n", cmd.UseLine())
+	use := cmd.UseLine()
+	if cmd.HasAvailableSubCommands() {
+		use = cmd.CommandPath() + " [global flags] <command> [flags]"
+	}
+	fmt.Fprintf(out, "Usage:\n  %s\n", use)
 	if cmd.HasAvailableSubCommands() {
 		fmt.Fprintf(out, "\nCommands:\n")
 		for _, sub := range cmd.Commands() {
