@@ -178,6 +178,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"run", "--no-such-flag"}, exitUsage, "unknown flag: --no-such-flag"},
 		{[]string{"run", "--out", "o", "--concurrency", "x"}, exitUsage, "--concurrency"},
 		{[]string{"run", "--out", "o", "--concurrency", "4", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "--metadata", "completed=1"}, exitUsage, `metadata key "completed"`},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "--result-filename", "a/b.json"}, exitUsage, "--result-filename"},
 		{[]string{"sweep", "--levels", "0"}, exitUsage, "--levels"},
 		{[]string{"coordinator"}, exitUsage, "--target is required"},
 		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--on-loss", "maybe"}, exitUsage, "maybe"},

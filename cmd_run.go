@@ -25,7 +25,7 @@ import (
 type runOptions struct {
 	rc                              fleet.RunConfig
 	levels                          []int
-	headers                         []string
+	headers, metadata               []string
 	extraBody, percentiles, arrival string
 	burstiness                      float64
 	dryRun                          bool
@@ -99,8 +99,11 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&rc.OutDir, "out", "", "output directory for result.json (and requests.jsonl); required")
 	fs.BoolVar(&rc.SaveRequests, "save-requests", false, "write every request to OUT/requests.jsonl")
 	fs.StringVar(&o.percentiles, "percentiles", o.percentiles, "extra latency percentiles, comma-separated")
+	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
+	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
+	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without sending load")
-	flags.Group(fs, flags.GroupOutput, "out", "save-requests", "percentiles", "dry-run")
+	flags.Group(fs, flags.GroupOutput, "out", "save-requests", "percentiles", "label", "metadata", "result-filename", "dry-run")
 
 	fs.IntVar(&rc.Agents, "agents", 0, "run the level with a coordinator and this many agents in this process, over loopback gRPC (0: one engine, no coordinator)")
 	flags.Group(fs, flags.GroupFleet, "agents")
@@ -164,6 +167,16 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 			rc.Client.Headers = map[string]string{}
 		}
 		rc.Client.Headers[k] = strings.TrimSpace(v)
+	}
+	for _, m := range o.metadata {
+		k, v, ok := strings.Cut(m, "=")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return rc, fmt.Errorf("--metadata %q: want KEY=VALUE", m)
+		}
+		if rc.Metadata == nil {
+			rc.Metadata = map[string]string{}
+		}
+		rc.Metadata[k] = strings.TrimSpace(v)
 	}
 	if o.extraBody != "" {
 		rc.Client.ExtraBody = json.RawMessage(o.extraBody)

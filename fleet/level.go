@@ -334,7 +334,7 @@ func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts resu
 	if extra != nil {
 		extra(r.stdout)
 	}
-	if err := result.WriteJSONFile(filepath.Join(r.cfg.OutDir, "result.json"), sum); err != nil {
+	if err := result.WriteJSONFile(r.cfg.resultPath(), sum); err != nil {
 		return sum, errors.Join(err, logErr)
 	}
 	if facts.Interrupted {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
@@ -53,6 +54,12 @@ type RunConfig struct {
 	Sim SimConfig
 	// Version is fleetbench's, recorded in result.json.
 	Version string
+	// Label and Metadata are vLLM's --label and --metadata, recorded in
+	// result.json (result.CheckMetadata rejects keys it has already).
+	Label    string
+	Metadata map[string]string
+	// ResultFile names the result file in OutDir ("": result.json).
+	ResultFile string
 }
 
 // SimConfig is the built-in simulator a run starts in-process when it
@@ -114,6 +121,12 @@ func (c RunConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("--percentiles: %v: want numbers in (0, 100]", p))
 		}
 	}
+	if err := result.CheckMetadata(c.Metadata); err != nil {
+		errs = append(errs, fmt.Errorf("--metadata: %w", err))
+	}
+	if c.ResultFile != "" && (filepath.Base(c.ResultFile) != c.ResultFile || c.ResultFile == "." || c.ResultFile == "..") {
+		errs = append(errs, fmt.Errorf("--result-filename %q: want a file name, not a path (the file goes in --out)", c.ResultFile))
+	}
 	if c.Agents != 0 {
 		if err := c.validateAgents(); err != nil {
 			errs = append(errs, err)
@@ -170,11 +183,21 @@ func (c RunConfig) engineConfig() load.Config {
 	return l
 }
 
+// resultPath is where Run writes the result.
+func (c RunConfig) resultPath() string {
+	name := c.ResultFile
+	if name == "" {
+		name = "result.json"
+	}
+	return filepath.Join(c.OutDir, name)
+}
+
 // resultLoad is what result.json says about the load of a run against
 // target with model, measured with source.
 func (c RunConfig) resultLoad(target, model, source string) result.Load {
 	rl := result.Load{
 		Target: target, Model: model, Workload: source, Version: c.Version,
+		Label: c.Label, Metadata: c.Metadata, Backend: result.BackendFor(c.Client.Endpoint),
 		RequestRate: c.Load.RequestRate, MaxConcurrency: c.Load.Concurrency, Percentiles: c.Percentiles,
 	}
 	if c.Load.OpenLoop() {

@@ -69,6 +69,9 @@ type Sweep struct {
 	// Model, Target and Workload describe what was measured; Version is
 	// fleetbench's version.
 	Model, Target, Workload, Version string
+	// Endpoint is the client endpoint driven ("chat", "completions"; ""
+	// is chat): it names vLLM's backend in each point's result.json.
+	Endpoint string
 	// Modes lists the modes in report order.
 	Modes []string
 	// Baseline and Candidate name the modes compared (defaults

@@ -27,6 +27,7 @@ type sweepJSON struct {
 	Target          string   `json:"target,omitempty"`
 	Workload        string   `json:"workload,omitempty"`
 	Version         string   `json:"version,omitempty"`
+	Endpoint        string   `json:"endpoint,omitempty"`
 	Modes           []string `json:"modes"`
 	Baseline        string   `json:"baseline"`
 	Candidate       string   `json:"candidate"`
@@ -40,7 +41,7 @@ type sweepJSON struct {
 func toSweepJSON(s *Sweep) sweepJSON {
 	s = s.withDefaults()
 	return sweepJSON{
-		ID: s.ID, Model: s.Model, Target: client.RedactURL(s.Target), Workload: s.Workload, Version: s.Version,
+		ID: s.ID, Model: s.Model, Target: client.RedactURL(s.Target), Workload: s.Workload, Version: s.Version, Endpoint: s.Endpoint,
 		Modes: s.Modes, Baseline: s.Baseline, Candidate: s.Candidate, Levels: s.Levels, Runs: s.Runs,
 		SLAMs: ms(s.SLA), FallbackSLAMs: ms(s.FallbackSLA), AlternatedOrder: s.AlternatedOrder,
 	}
@@ -48,7 +49,7 @@ func toSweepJSON(s *Sweep) sweepJSON {
 
 func (j *sweepJSON) sweep() *Sweep {
 	return &Sweep{
-		ID: j.ID, Model: j.Model, Target: j.Target, Workload: j.Workload, Version: j.Version,
+		ID: j.ID, Model: j.Model, Target: j.Target, Workload: j.Workload, Version: j.Version, Endpoint: j.Endpoint,
 		Modes: j.Modes, Baseline: j.Baseline, Candidate: j.Candidate, Levels: j.Levels, Runs: j.Runs,
 		SLA: time.Duration(j.SLAMs * float64(time.Millisecond)), FallbackSLA: time.Duration(j.FallbackSLAMs * float64(time.Millisecond)),
 		AlternatedOrder: j.AlternatedOrder,
@@ -125,6 +126,7 @@ func writeResult(path string, s *Sweep, p *Point) error {
 	}
 	load := result.Load{
 		Target: s.Target, Model: s.Model, Workload: s.Workload, Version: s.Version, Label: p.Mode,
+		Backend:        result.BackendFor(s.Endpoint),
 		MaxConcurrency: p.Level, RequestRate: p.RPS,
 	}
 	sum, err := result.New(p.Window, load.Facts(p.MeasureStart, p.MeasureEnd, d))

@@ -14,6 +14,10 @@ type Load struct {
 	Workload, Version string
 	// Label is vLLM's --label: the routing mode of a stage or a point.
 	Label string
+	// Backend is vLLM's backend name (BackendFor the endpoint).
+	Backend string
+	// Metadata are vLLM's --metadata pairs (see Facts.Metadata).
+	Metadata map[string]string
 	// MaxConcurrency is the closed loop's sessions, or the open loop's cap
 	// on concurrent conversations (0: none).
 	MaxConcurrency int
@@ -31,7 +35,7 @@ type Load struct {
 func (l Load) Facts(start, end time.Time, d time.Duration) Facts {
 	return Facts{
 		Duration: d, MaxConcurrency: l.MaxConcurrency, RequestRate: l.RequestRate, Burstiness: l.Burstiness,
-		Model: l.Model, Label: l.Label, Target: l.Target, Workload: l.Workload, Version: l.Version,
+		Model: l.Model, Label: l.Label, Backend: l.Backend, Metadata: l.Metadata, Target: l.Target, Workload: l.Workload, Version: l.Version,
 		Start: start, End: end, Percentiles: l.Percentiles,
 	}
 }

@@ -2,11 +2,14 @@ package result
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,6 +122,11 @@ func (s *Summary) vllmFields() object {
 		// vLLM's --num-prompts; fleetbench runs for a duration, so this is
 		// the number of turns sent in the measurement window.
 		{"num_prompts", s.Completed + s.Failed},
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Metadata)) {
+		o = append(o, field{k, s.Metadata[k]})
+	}
+	o = append(o, object{
 		{"request_rate", rate},
 		{"burstiness", s.Burstiness},
 		{"max_concurrency", maxConc},
@@ -133,7 +141,7 @@ func (s *Summary) vllmFields() object {
 		{"total_token_throughput", s.TotalTokenThroughput},
 		{"max_output_tokens_per_s", s.PeakOutputTokensPerSec},
 		{"max_concurrent_requests", s.PeakConcurrentRequests},
-	}
+	}...)
 	for _, st := range []Stats{s.TTFT, s.TPOT, s.ITL, s.E2EL} {
 		o = append(o,
 			field{"mean_" + st.Key + "_ms", st.Mean},
@@ -320,4 +328,31 @@ func pyFloat(v float64) string {
 		sign, exp = "-", -exp
 	}
 	return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+}
+
+// ErrMetadataKey is wrapped by CheckMetadata's errors.
+var ErrMetadataKey = errors.New("metadata key")
+
+// CheckMetadata reports a --metadata key that result.json already has (it
+// would hide a figure) or that is empty.
+func CheckMetadata(md map[string]string) error {
+	if len(md) == 0 {
+		return nil
+	}
+	own := map[string]bool{}
+	var s Summary
+	s.TTFT.Key, s.TPOT.Key, s.ITL.Key, s.E2EL.Key = "ttft", "tpot", "itl", "e2el"
+	for _, f := range append(s.vllmFields(), s.ownFields()...) {
+		own[f.k] = true
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		switch {
+		case strings.TrimSpace(k) == "":
+			errs = append(errs, fmt.Errorf("%w: empty", ErrMetadataKey))
+		case own[k] || strings.HasSuffix(k, "_ms") && (strings.Contains(k, "ttft") || strings.Contains(k, "tpot") || strings.Contains(k, "itl") || strings.Contains(k, "e2el")):
+			errs = append(errs, fmt.Errorf("%w %q: result.json has that key already", ErrMetadataKey, k))
+		}
+	}
+	return errors.Join(errs...)
 }

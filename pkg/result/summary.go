@@ -43,6 +43,18 @@ var DefaultPercentiles = []float64{99}
 // (streamed /v1/chat/completions).
 const DefaultBackend = "openai-chat"
 
+// CompletionsBackend is vLLM's backend name for streamed /v1/completions.
+const CompletionsBackend = "openai"
+
+// BackendFor returns vLLM's backend name for a client endpoint ("chat",
+// "completions"; "" is chat).
+func BackendFor(endpoint string) string {
+	if endpoint == "completions" {
+		return CompletionsBackend
+	}
+	return DefaultBackend
+}
+
 // Facts are the run's facts that a Window does not carry.
 type Facts struct {
 	// Duration is the length of the measurement window; every throughput is
@@ -65,6 +77,10 @@ type Facts struct {
 	Backend string
 	// Label is vLLM's --label; empty is saved as null.
 	Label string
+	// Metadata are vLLM's --metadata KEY=VALUE pairs, saved as top-level
+	// keys of result.json after num_prompts, as vLLM saves them. A key must
+	// not be one of result.json's own (CheckMetadata).
+	Metadata map[string]string
 	// Target is the server's base URL. User info and the query are removed
 	// before it is printed or saved.
 	Target string

@@ -107,7 +107,7 @@ func WriteSpec(dir string, spec *sweep.Spec) error {
 func Facts(spec *sweep.Spec, id, workload, version string) *report.Sweep {
 	base, cand := spec.Compared()
 	return &report.Sweep{
-		ID: id, Model: spec.Model, Target: spec.Target, Workload: workload, Version: version,
+		ID: id, Model: spec.Model, Target: spec.Target, Workload: workload, Version: version, Endpoint: spec.Endpoint,
 		Modes: spec.ModeNames(), Baseline: base, Candidate: cand, Levels: append([]int(nil), spec.Levels...),
 		Runs: spec.Runs, SLA: spec.SLA.D(), FallbackSLA: spec.FallbackSLA.D(), AlternatedOrder: spec.Runs > 1,
 	}
