@@ -14,6 +14,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
+	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -48,7 +49,7 @@ type coordinatorOptions struct {
 	conversations                                 int
 	onLoss, listen, tokenFile, cert, key, metrics string
 	kube                                          kubejob.Options
-	dryRun                                        bool
+	dryRun, skipPreflight                         bool
 }
 
 func (c *cli) coordinatorCmd() *cobra.Command {
@@ -93,6 +94,7 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	fs := cmd.Flags()
 	sp := &o.cfg.Spec
 	flags.Target(fs, &sp.Target, &sp.Model, &o.endpoint, &o.apiKeyEnv)
+	flags.Preflight(fs, &o.skipPreflight)
 	fs.Lookup("target").Usage = "base URL of the OpenAI-compatible server the agents load (required)"
 	fs.Lookup("api-key-env").Usage = "agents' environment variable holding the API key (each agent reads its own)"
 	flags.Workload(fs, &sp.Workload)
@@ -164,6 +166,14 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 // coordinate serves the agents and runs the stages.
 func (c *cli) coordinate(cmd *cobra.Command, o *coordinatorOptions, cfg coordinator.Config) error {
 	ctx := cmd.Context()
+	if !o.skipPreflight {
+		// Before any agent is assigned a stage: a target the coordinator
+		// cannot use is a target its agents cannot use either.
+		cc := client.Config{BaseURL: cfg.Spec.Target, Model: cfg.Spec.Model, Endpoint: cfg.Spec.Endpoint, APIKeyEnv: cfg.Spec.APIKeyEnv}
+		if err := ready.Preflight(ctx, cc, 0, c.logger.Named("preflight")); err != nil {
+			return err
+		}
+	}
 	token, err := loadToken(o.tokenFile)
 	if err != nil {
 		return err

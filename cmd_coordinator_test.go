@@ -45,7 +45,8 @@ func TestCoordinatorAndAgentsCommands(t *testing.T) {
 	code, stdout, stderr := runCommand(ctx, "--log-level", "error", "coordinator", "--listen", addr, "--agents", "2",
 		"--target", srv.URL, "--model", "m", "--concurrency", "2,4", "--warmup", "300ms", "--duration", "1s",
 		"--window", "500ms", "--max-tokens", "16", "--heartbeat", "100ms", "--heartbeat-timeout", "2s",
-		"--join-timeout", "30s", "--turns", "2-3", "--prompt-tokens", "800", "--cooldown", "200ms", "--out", out)
+		"--join-timeout", "30s", "--turns", "2-3", "--prompt-tokens", "800", "--cooldown", "200ms", "--out", out,
+		"--api-key-env", "FLEETBENCH_TEST_KEY")
 	wg.Wait()
 	if code != exitOK {
 		t.Fatalf("coordinator exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)

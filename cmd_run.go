@@ -74,6 +74,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs := cmd.Flags()
 	rc := &o.rc
 	flags.Target(fs, &rc.Client.BaseURL, &rc.Client.Model, &rc.Client.Endpoint, &rc.Client.APIKeyEnv)
+	flags.Preflight(fs, &rc.SkipPreflight)
 	fs.StringArrayVar(&o.headers, "header", nil, "extra request header NAME:VALUE (repeatable)")
 	fs.StringVar(&o.extraBody, "extra-body", "", "JSON object merged into every request body")
 	fs.BoolVar(&rc.Client.HTTP2, "http2", false, "use HTTP/2 (h2c for http:// targets)")

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/progress"
+	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
@@ -89,6 +90,13 @@ func (r *levelRun) setUp(ctx context.Context) (_ *runEnv, err error) {
 			return nil, err
 		}
 		env.target, env.model = env.sim.URL(), env.sim.Config().Model
+	}
+	if c.Client.BaseURL != "" && !c.SkipPreflight {
+		cc := c.Client
+		cc.BaseURL, cc.Model = env.target, env.model
+		if err := ready.Preflight(ctx, cc, 0, r.logger.Named("preflight")); err != nil {
+			return nil, err
+		}
 	}
 	if c.SaveRequests {
 		if env.reqLog, err = result.CreateRequestLog(filepath.Join(c.OutDir, "requests.jsonl"), time.Now()); err != nil {

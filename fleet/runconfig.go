@@ -60,6 +60,9 @@ type RunConfig struct {
 	Metadata map[string]string
 	// ResultFile names the result file in OutDir ("": result.json).
 	ResultFile string
+	// SkipPreflight skips ready.Preflight against a given target (the
+	// in-process simulator is never checked).
+	SkipPreflight bool
 }
 
 // SimConfig is the built-in simulator a run starts in-process when it

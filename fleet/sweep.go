@@ -126,6 +126,11 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		// The sim switch's URL defaults to the target: the simulator.
 		spec.Target = s.URL()
 	}
+	if simCfg == nil && !spec.SkipPreflight {
+		if err := ready.Preflight(ctx, spec.ClientConfig(), 0, logger.Named("preflight")); err != nil {
+			return err
+		}
+	}
 	switchers, err := spec.Switchers(logger)
 	if err != nil {
 		return err

@@ -91,6 +91,12 @@ func Target(fs *pflag.FlagSet, target, model, endpoint, apiKeyEnv *string) {
 	Group(fs, GroupTarget, "target", "model", "endpoint", "api-key-env")
 }
 
+// Preflight registers --skip-preflight, bound to skip.
+func Preflight(fs *pflag.FlagSet, skip *bool) {
+	fs.BoolVar(skip, "skip-preflight", *skip, "do not check the target (reachable, model listed, key accepted, one streamed completion) before the load")
+	Group(fs, GroupTarget, "skip-preflight")
+}
+
 // Defaults of the target settings.
 const (
 	DefaultEndpoint  = client.EndpointChat

@@ -96,6 +96,7 @@ func (v *specValue) Set(raw string) error {
 // --levels and --measure remain as deprecated aliases.
 func AddFlags(fs *pflag.FlagSet, s *Spec) {
 	flags.Target(fs, &s.Target, &s.Model, &s.Endpoint, &s.APIKeyEnv)
+	flags.Preflight(fs, &s.SkipPreflight)
 	flags.Workload(fs, &s.Workload)
 	flags.AddLoad(fs, flags.Load{
 		Concurrency: &s.Levels, RequestRate: &s.RequestRate, Warmup: (*time.Duration)(&s.Warmup),

@@ -107,6 +107,10 @@ type Spec struct {
 	// Readiness configures the gate after every mode switch.
 	Readiness Readiness `json:"readiness"`
 
+	// SkipPreflight skips the check of the target before the sweep starts
+	// (ready.Preflight).
+	SkipPreflight bool `json:"skip_preflight,omitempty"`
+
 	// Sim is the in-process simulator used without a target.
 	Sim Sim `json:"sim,omitzero"`
 	// Fleet is where external agents come from and what the sweep serves.

@@ -1,0 +1,109 @@
+package ready
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/openai"
+)
+
+// DefaultPreflightTimeout bounds the whole preflight: a target that cannot
+// answer one small request in this time is not ready to be measured.
+const DefaultPreflightTimeout = 30 * time.Second
+
+// ErrPreflight is wrapped by every error Preflight returns for a target that
+// is not fit to load, as opposed to a cancelled context.
+var ErrPreflight = errors.New("preflight")
+
+// Preflight checks the target once, before any load, and says in one line
+// what is wrong with it:
+//   - it is reachable (the dial error otherwise);
+//   - /v1/models, when the server has that endpoint, lists cc.Model (else
+//     the models it does serve are named);
+//   - the credentials are accepted (401/403 name the key's variable);
+//   - one tiny streamed completion returns content.
+//
+// It sends at most one GET and one completion of two tokens. timeout 0 is
+// DefaultPreflightTimeout. It is safe to call from any goroutine.
+func Preflight(ctx context.Context, cc client.Config, timeout time.Duration, logger hclog.Logger) error {
+	if timeout <= 0 {
+		timeout = DefaultPreflightTimeout
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	where := client.RedactURL(cc.BaseURL)
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrPreflight, fmt.Sprintf(format, args...))
+	}
+	t, err := newTarget(cc)
+	if err != nil {
+		return err
+	}
+	defer t.hc.CloseIdleConnections()
+	status, body, err := t.get(ctx, "/v1/models")
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ctx.Err()
+	case err != nil:
+		return fail("cannot reach %s: %v", where, err)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return fail("%s refused the credentials (HTTP %d: %s); %s", where, status, clean(body), keyHint(cc.APIKeyEnv))
+	case status == http.StatusOK:
+		ids, err := t.models(ctx)
+		if err != nil {
+			return fail("%s: %v", where, err)
+		}
+		if !slices.Contains(ids, cc.Model) {
+			return fail("model %q is not served by %s; it serves: %s", cc.Model, where, orNone(ids))
+		}
+	default:
+		// No /v1/models (404, or a proxy that does not route it): the
+		// completion below tells whether the model is served.
+		logger.Debug("preflight: no usable /v1/models; checking with a completion", "status", status)
+	}
+	cc.MaxTokens = 2
+	cl, err := client.New(cc, logger)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	defer cl.Close()
+	req := &client.Request{Prompt: "fleetbench preflight: reply with one word.", MaxTokens: 2}
+	if cc.Endpoint != client.EndpointCompletions {
+		req.Messages = []openai.Message{
+			{Role: openai.RoleSystem, Content: "You are checked by fleetbench before a benchmark."},
+			{Role: openai.RoleUser, Content: req.Prompt},
+		}
+		req.Prompt = ""
+	}
+	res := cl.Stream(ctx, req)
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ctx.Err()
+	case res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden:
+		return fail("%s refused the credentials (HTTP %d); %s", where, res.Status, keyHint(cc.APIKeyEnv))
+	case !res.OK():
+		return fail("a test completion to %s failed (%s): %v", where, res.Class, res.Err)
+	case res.TTFT <= 0:
+		return fail("a test completion to %s streamed no content (finish reason %q)", where, res.FinishReason)
+	}
+	logger.Debug("preflight passed", "target", where, "model", cc.Model, "ttft", res.TTFT)
+	return nil
+}
+
+// keyHint says which variable holds the key, for a refused credential.
+func keyHint(env string) string {
+	if env == "" {
+		return "no API key was sent: name its environment variable with --api-key-env"
+	}
+	return fmt.Sprintf("the API key is read from $%s (--api-key-env): check it is set and valid", env)
+}
