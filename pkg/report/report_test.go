@@ -124,7 +124,7 @@ func TestGoldenSweep(t *testing.T) {
 	golden(t, "baseline.golden.json", bj)
 
 	for _, want := range []string{
-		"**KV-aware routing supports 50% more concurrent sessions at the same SLA (TTFT p95 ≤ 400 ms): 60 sessions for kv against 40 for round_robin.**",
+		"**kv supports 50% more concurrent sessions than round_robin at the same SLA (TTFT p95 ≤ 400 ms): 60 sessions for kv against 40 for round_robin.**",
 		"Runs alternated the mode order (round_robin kv, kv round_robin) so drift does not favour one mode.",
 		"Warning: run 2, round_robin at 60 sessions is marked degraded",
 		"## Spread across runs",

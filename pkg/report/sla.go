@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -75,11 +74,14 @@ type Verdict struct {
 	// Baseline and Candidate are the breakpoints of the compared modes.
 	Baseline, Candidate Breakpoint
 	// Gain is (candidate − baseline) / baseline breakpoint: 0.6 means 60%
-	// more sessions. NaN when undefined (a side is None or unmeasured).
+	// more sessions. NaN when undefined: a side is None or unmeasured,
+	// neither mode crosses the threshold, or the one that stays under it
+	// was not tested high enough to compare.
 	Gain float64
-	// LowerBound reports that the candidate never crossed the threshold,
-	// so Gain is a lower bound.
-	LowerBound bool
+	// Bound reports that only one mode crosses the threshold, so Gain is
+	// a bound taken at the other's highest level tested: at least that
+	// much more when positive, at least that much fewer when negative.
+	Bound bool
 	// Headline is the sentence the report leads with.
 	Headline string
 }
@@ -130,66 +132,12 @@ func (a *analysis) evaluate(sla time.Duration, p95 func(*cell) float64) slaEval 
 		}
 	}
 	v.Baseline.Mode, v.Candidate.Mode = a.s.Baseline, a.s.Candidate
-	v.Headline = v.headline(candidateLabel(a.s.Candidate))
+	v.Headline = a.headline(&v)
 	return v
 }
 
 // slaEval is the internal name of a Verdict.
 type slaEval = Verdict
-
-// candidateLabel names the candidate mode in sentences.
-func candidateLabel(mode string) string {
-	if mode == DefaultCandidate {
-		return "KV-aware routing"
-	}
-	return "Mode " + mode
-}
-
-// headline fills Gain and LowerBound and returns the sentence.
-func (v *Verdict) headline(cand string) string {
-	b, c := v.Baseline, v.Candidate
-	at := fmt.Sprintf("TTFT p95 ≤ %s", fmtDur(v.SLA))
-	switch {
-	case !b.Measured || !c.Measured:
-		var missing []string
-		if !c.Measured {
-			missing = append(missing, c.Mode)
-		}
-		if !b.Measured {
-			missing = append(missing, b.Mode)
-		}
-		return fmt.Sprintf("No comparison at %s: the sweep has no data for %s.", at, strings.Join(missing, " and "))
-	case b.None() && c.None():
-		return fmt.Sprintf("Neither %s nor %s meets the SLA (%s) at any level; the lowest level measured is %d.",
-			c.Mode, b.Mode, at, min(b.Lowest, c.Lowest))
-	case b.None():
-		return fmt.Sprintf("%s meets the SLA (%s) at no level; %s supports %d sessions.", b.Mode, at, cand, c.Level)
-	case c.None():
-		return fmt.Sprintf("%s meets the SLA (%s) at no level; %s supports %d sessions.", c.Mode, at, b.Mode, b.Level)
-	}
-	v.Gain = float64(c.Level-b.Level) / float64(b.Level)
-	v.LowerBound = !c.Crossed() && v.Gain > 0
-	pct := math.Round(100 * v.Gain)
-	var s string
-	switch {
-	case pct > 0 && v.LowerBound:
-		s = fmt.Sprintf("%s supports at least %.0f%% more concurrent sessions at the same SLA (%s): %s stays under it at every level up to %d, %s up to %d.",
-			cand, pct, at, c.Mode, c.Level, b.Mode, b.Level)
-	case pct > 0:
-		s = fmt.Sprintf("%s supports %.0f%% more concurrent sessions at the same SLA (%s): %d sessions for %s against %d for %s.",
-			cand, pct, at, c.Level, c.Mode, b.Level, b.Mode)
-	case pct < 0:
-		s = fmt.Sprintf("%s supports %.0f%% fewer concurrent sessions at the same SLA (%s): %d sessions for %s against %d for %s.",
-			cand, -pct, at, c.Level, c.Mode, b.Level, b.Mode)
-	default:
-		s = fmt.Sprintf("%s supports 0%% more concurrent sessions at the same SLA (%s): both %s and %s stay under it up to %d sessions.",
-			cand, at, c.Mode, b.Mode, c.Level)
-	}
-	if !b.Crossed() && !c.Crossed() {
-		s += fmt.Sprintf(" Neither mode crosses the SLA within the range (up to %d), so the sweep does not find either limit.", max(b.Highest, c.Highest))
-	}
-	return s
-}
 
 // fallbackReason returns why the fallback threshold applies, or "".
 func (a *analysis) fallbackReason() string {
