@@ -399,8 +399,10 @@ func (c *Client) redact(s string) string {
 
 // classify picks the class of a failure. The caller's context wins (a run
 // that ends cancels its requests), then the client's own timeouts, then a
-// network timeout (dial); otherwise the stage's fallback class applies. The
-// returned error wraps the cause so errors.Is finds it.
+// network timeout (dial, TLS handshake), then a TLS failure and a protocol
+// violation; otherwise the stage's fallback class applies (connect before a
+// response, stream_cut after). The returned error wraps the cause so
+// errors.Is finds it.
 func classify(ctx, rctx context.Context, err error, fallback Class) (Class, error) {
 	if ctx.Err() != nil {
 		if cause := context.Cause(ctx); !errors.Is(err, cause) {
@@ -415,8 +417,13 @@ func classify(ctx, rctx context.Context, err error, fallback Class) (Class, erro
 		return ClassTimeout, err
 	}
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
 		return ClassTimeout, err
+	case isTLSError(err):
+		return ClassTLS, err
+	case isProtocolError(err):
+		return ClassProtocol, err
 	}
 	return fallback, err
 }

@@ -197,29 +197,29 @@ func TestStreamFailures(t *testing.T) {
 		is      error  // errors.Is target, when set
 		msg     string // substring of the error, when set
 	}{
-		{name: "malformed json", handler: writeEvents(chunk("a", ""), "data: {\"choices\": [\n\n"), class: ClassStreamError, msg: "decode chunk"},
-		{name: "trailing garbage", handler: writeEvents(`data: {"choices":[]} x` + "\n\n"), class: ClassStreamError, is: errTrailingData},
-		{name: "not sse", handler: writeEvents("hello world\nthis is not sse\n"), class: ClassTruncated, is: ErrTruncated},
-		{name: "cut mid event", handler: writeEvents(chunk("a", ""), "data: {\"choi"), class: ClassTruncated, is: ErrTruncated},
-		{name: "eof before finish", handler: writeEvents(roleChunk(), chunk("a", "")), class: ClassTruncated, is: ErrTruncated},
-		{name: "429 json", handler: status(429, "application/json", `{"error":{"message":"rate limited","type":"rate_limit","code":429}}`), class: ClassHTTP4xx, msg: "http status 429: rate limited"},
+		{name: "malformed json", handler: writeEvents(chunk("a", ""), "data: {\"choices\": [\n\n"), class: ClassProtocol, msg: "decode chunk"},
+		{name: "trailing garbage", handler: writeEvents(`data: {"choices":[]} x` + "\n\n"), class: ClassProtocol, is: errTrailingData},
+		{name: "not sse", handler: writeEvents("hello world\nthis is not sse\n"), class: ClassStreamCut, is: ErrTruncated},
+		{name: "cut mid event", handler: writeEvents(chunk("a", ""), "data: {\"choi"), class: ClassStreamCut, is: ErrTruncated},
+		{name: "eof before finish", handler: writeEvents(roleChunk(), chunk("a", "")), class: ClassStreamCut, is: ErrTruncated},
+		{name: "429 json", handler: status(429, "application/json", `{"error":{"message":"rate limited","type":"rate_limit","code":429}}`), class: ClassRateLimited, msg: "http status 429: rate limited"},
 		{name: "500 text", handler: status(500, "text/plain", "Internal Server Error\n"), class: ClassHTTP5xx, msg: "http status 500: Internal Server Error"},
 		{name: "503 json old vllm", handler: status(503, "application/json", `{"object":"error","message":"overloaded","type":"ServiceUnavailable","code":503}`), class: ClassHTTP5xx, msg: "overloaded"},
 		{name: "503 text", handler: status(503, "text/html", "<h1>busy</h1>"), class: ClassHTTP5xx, msg: "busy"},
-		{name: "404 fastapi", handler: status(404, "application/json", `{"detail":"Not Found"}`), class: ClassHTTP4xx, msg: "Not Found"},
+		{name: "404 fastapi", handler: status(404, "application/json", `{"detail":"Not Found"}`), class: ClassNotFound, msg: "Not Found"},
 		{name: "redirect", handler: func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) }, class: ClassHTTP4xx, msg: "302"},
-		{name: "reset mid-stream", handler: hijackReset, class: ClassTruncated, is: ErrTruncated},
+		{name: "reset mid-stream", handler: hijackReset, class: ClassStreamCut, is: ErrTruncated},
 		{name: "first token timeout", handler: hang(false), cfg: func(c *Config) { c.FirstTokenTimeout = 100 * time.Millisecond }, class: ClassTimeout, is: ErrFirstTokenTimeout},
 		{name: "request timeout", handler: hang(true), cfg: func(c *Config) { c.RequestTimeout = 100 * time.Millisecond }, class: ClassTimeout, is: ErrRequestTimeout},
 		{name: "first token timeout not hit", handler: hang(true), cfg: func(c *Config) {
 			c.FirstTokenTimeout = 50 * time.Millisecond
 			c.RequestTimeout = 150 * time.Millisecond
 		}, class: ClassTimeout, is: ErrRequestTimeout},
-		{name: "ten megabyte line", handler: longLine, class: ClassStreamError, is: sse.ErrLineTooLong},
-		{name: "error object", handler: writeEvents(chunk("a", ""), `data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}`+"\n\n", doneEvent), class: ClassStreamError, msg: "engine died"},
-		{name: "old error object", handler: writeEvents(`data: {"object":"error","message":"bad","type":"BadRequestError","code":400}` + "\n\n"), class: ClassStreamError, msg: "bad"},
-		{name: "error event", handler: writeEvents("event: error\ndata: upstream gone\n\n"), class: ClassStreamError, msg: "upstream gone"},
-		{name: "json not stream", handler: status(200, "application/json", `{"choices":[]}`), class: ClassStreamError, is: ErrNotStreamed},
+		{name: "ten megabyte line", handler: longLine, class: ClassProtocol, is: sse.ErrLineTooLong},
+		{name: "error object", handler: writeEvents(chunk("a", ""), `data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}`+"\n\n", doneEvent), class: ClassProtocol, msg: "engine died"},
+		{name: "old error object", handler: writeEvents(`data: {"object":"error","message":"bad","type":"BadRequestError","code":400}` + "\n\n"), class: ClassProtocol, msg: "bad"},
+		{name: "error event", handler: writeEvents("event: error\ndata: upstream gone\n\n"), class: ClassProtocol, msg: "upstream gone"},
+		{name: "json not stream", handler: status(200, "application/json", `{"choices":[]}`), class: ClassProtocol, is: ErrNotStreamed},
 		{name: "cancelled", handler: hang(true), cancel: 50 * time.Millisecond, class: ClassCancelled, is: context.Canceled},
 	}
 	for _, tt := range tests {
@@ -449,7 +449,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	}
 	defer c.Close()
 	res := c.Stream(t.Context(), userRequest("hi"))
-	if res.Class != ClassHTTP4xx {
+	if res.Class != ClassAuth {
 		t.Fatalf("class %q err %v", res.Class, res.Err)
 	}
 	_, h, _, _ := cap.get()
@@ -512,7 +512,7 @@ func TestHeaderSecretsRedacted(t *testing.T) {
 	}
 	defer c.Close()
 	res := c.Stream(t.Context(), userRequest("hi"))
-	if res.Class != ClassHTTP4xx {
+	if res.Class != ClassAuth {
 		t.Fatalf("class %q err %v", res.Class, res.Err)
 	}
 	printed := res.Err.Error() + "\n" + c.String()
@@ -795,10 +795,10 @@ func TestStreamOverTLS(t *testing.T) {
 	if _, _, _, proto := cap.get(); proto != 1 {
 		t.Errorf("server saw HTTP/%d, want 1", proto)
 	}
-	// A server certificate nobody vouches for is a connect error.
+	// A server certificate nobody vouches for is a TLS error.
 	other := mustNew(t, newConfig(srv.URL))
-	if res := other.Stream(t.Context(), userRequest("hi")); res.Class != ClassConnect || !strings.Contains(res.Err.Error(), "certificate") {
-		t.Errorf("untrusted server: class %q err %v, want connect and a certificate error", res.Class, res.Err)
+	if res := other.Stream(t.Context(), userRequest("hi")); res.Class != ClassTLS || !strings.Contains(res.Err.Error(), "certificate") {
+		t.Errorf("untrusted server: class %q err %v, want tls and a certificate error", res.Class, res.Err)
 	}
 }
 

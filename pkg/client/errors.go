@@ -2,9 +2,13 @@ package client
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -29,6 +33,15 @@ var (
 	ErrNilRequest = errors.New("nil request")
 )
 
+// errTLSHandshake marks a failed TLS handshake on the HTTP/1.1 path, whose
+// cause (a certificate error, an alert, garbage instead of a handshake)
+// need not have a type of crypto/tls's own.
+var errTLSHandshake = errors.New("tls handshake")
+
+// errMalformedResponse marks a response head that did not parse, as opposed
+// to a connection that failed while it was read.
+var errMalformedResponse = errors.New("malformed response")
+
 // errDrained cancels the read of what follows [DONE] when it does not end
 // promptly. It never reaches a Result.
 var errDrained = errors.New("drain after done")
@@ -36,21 +49,113 @@ var errDrained = errors.New("drain after done")
 // maxErrorMessage bounds the text taken from a server into an error.
 const maxErrorMessage = 512
 
+// maxRetryAfter bounds the Retry-After value kept: a number of seconds or
+// an HTTP date is well under it.
+const maxRetryAfter = 64
+
 // HTTPError is the error of a non-200 response. Message is taken from a
 // bounded prefix of the body: the "message" of an OpenAI-style error object
 // when there is one, otherwise the body text. An HTTPError is immutable once
 // built and safe to share.
+// RetryAfter is the response's Retry-After header, cleaned, when it had
+// one.
 type HTTPError struct {
 	StatusCode int
 	Message    string
+	RetryAfter string
 }
 
 // Error implements error.
 func (e *HTTPError) Error() string {
-	if e.Message == "" {
-		return fmt.Sprintf("http status %d", e.StatusCode)
+	s := fmt.Sprintf("http status %d", e.StatusCode)
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
-	return fmt.Sprintf("http status %d: %s", e.StatusCode, e.Message)
+	if e.RetryAfter != "" {
+		s += " (retry after " + e.RetryAfter + ")"
+	}
+	return s
+}
+
+// statusClass is the class of a non-200 response with the given status.
+func statusClass(status int) Class {
+	switch {
+	case status == http.StatusBadRequest:
+		return ClassBadRequest
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		return ClassAuth
+	case status == http.StatusNotFound:
+		return ClassNotFound
+	case status == http.StatusRequestTimeout, status == http.StatusGatewayTimeout:
+		return ClassTimeout
+	case status == http.StatusTooManyRequests:
+		return ClassRateLimited
+	case status >= 500:
+		return ClassHTTP5xx
+	default:
+		return ClassHTTP4xx
+	}
+}
+
+// isTLSError reports whether err comes from a TLS handshake or a
+// certificate check: the HTTP/1.1 path's errTLSHandshake, crypto/tls's and
+// crypto/x509's error types, or an alert, which crypto/tls reports as a
+// *net.OpError whose Op is "remote error" or "local error".
+func isTLSError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		record   tls.RecordHeaderError
+		alert    tls.AlertError
+		ech      *tls.ECHRejectionError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		op       *net.OpError
+	)
+	return errors.Is(err, errTLSHandshake) ||
+		errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert) || errors.As(err, &ech) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		(errors.As(err, &op) && (op.Op == "remote error" || op.Op == "local error"))
+}
+
+// h2StreamError mirrors net/http's HTTP/2 stream error (an RST_STREAM, sent
+// or received), which is unexported but fills any struct of this shape
+// through its As method, so errors.As finds its code without matching text.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string {
+	return fmt.Sprintf("http2 stream %d error code %d", e.StreamID, e.Code)
+}
+
+// HTTP/2 error codes (RFC 9113 section 7) that mean a peer broke the
+// protocol, as opposed to giving up on a stream (CANCEL, INTERNAL_ERROR,
+// REFUSED_STREAM).
+const (
+	h2ProtocolError    = 0x1
+	h2FlowControlError = 0x3
+	h2FrameSizeError   = 0x6
+	h2CompressionError = 0x9
+)
+
+// isProtocolError reports whether err means the server's response did not
+// follow HTTP: a response head that did not parse, or an HTTP/2 stream
+// reset for a protocol, flow-control, frame-size or compression error.
+func isProtocolError(err error) bool {
+	if errors.Is(err, errMalformedResponse) {
+		return true
+	}
+	var se h2StreamError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case h2ProtocolError, h2FlowControlError, h2FrameSizeError, h2CompressionError:
+			return true
+		}
+	}
+	return false
 }
 
 // StreamError is an error the server reported inside an open stream, as an

@@ -194,7 +194,7 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 		cancel()
 		if err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("tls handshake: %w", err)
+			return nil, fmt.Errorf("%w: %w", errTLSHandshake, err)
 		}
 		conn = tc
 	}
@@ -262,6 +262,11 @@ func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody) 
 		// The body is this connection read through c.br; finish closes or
 		// pools the connection, so the body needs no Close.
 		x.resp, err = readResponse(c.br) //nolint:bodyclose // see above
+		var ne net.Error
+		if err != nil && !closedByPeer(err) && !errors.As(err, &ne) {
+			// Not the connection failing: the head itself was garbage.
+			err = fmt.Errorf("%w: %w", errMalformedResponse, err)
+		}
 	}
 	if err != nil {
 		retry = c.reused && c.cr.n == 0 && closedByPeer(err)

@@ -138,13 +138,16 @@ func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
 	res = &Result{}
 	defer func() {
 		// A bug here must cost one request, not the whole run.
+		// The closed set has no class for a bug of ours; protocol is the
+		// nearest (the panic most likely came from parsing what the server
+		// sent), and the error and the log say what happened.
 		if p := recover(); p != nil {
 			c.logger.Error("panic in stream", "panic", fmt.Sprint(p))
-			res.Class, res.Err = ClassStreamError, fmt.Errorf("stream request: panic: %v", p)
+			res.Class, res.Err = ClassProtocol, fmt.Errorf("stream request: panic: %v", p)
 		}
 	}()
 	if req == nil {
-		res.Class, res.Err = ClassStreamError, fmt.Errorf("stream request: %w", ErrNilRequest)
+		res.Class, res.Err = ClassProtocol, fmt.Errorf("stream request: %w", ErrNilRequest)
 		return res
 	}
 	r := run{c: c, ctx: ctx, res: res}
@@ -198,7 +201,7 @@ func (r *run) do(ctx context.Context, req *Request) {
 		})
 		var err error
 		if hreq, err = c.newRequest(traced, req); err != nil {
-			r.res.Class, r.res.Err = ClassStreamError, fmt.Errorf("stream request: %w", err)
+			r.res.Class, r.res.Err = ClassProtocol, fmt.Errorf("stream request: %w", err)
 			return
 		}
 	}
@@ -264,12 +267,12 @@ func (r *run) do(ctx context.Context, req *Request) {
 	}()
 
 	if resp.StatusCode != http.StatusOK {
-		r.httpError(&st.body, resp.StatusCode)
+		r.httpError(&st.body, resp.StatusCode, resp.Header)
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		msg := r.readMessage(&st.body)
-		r.fail(time.Now(), fmt.Errorf("%w: %s", ErrNotStreamed, msg), ClassStreamError, "read stream")
+		r.fail(time.Now(), fmt.Errorf("%w: %s", ErrNotStreamed, msg), ClassProtocol, "read stream")
 		return
 	}
 	st.rd.Reset(&st.body)
@@ -289,17 +292,19 @@ func (r *run) succeed(at time.Time) {
 	r.res.Class, r.res.Err = ClassOK, nil
 }
 
-// httpError records a non-200 response with a bounded part of its body.
-func (r *run) httpError(body io.Reader, status int) {
+// httpError records a non-200 response: its class by status, the server's
+// message from a bounded part of its body and its Retry-After.
+func (r *run) httpError(body io.Reader, status int, h http.Header) {
 	msg := r.readMessage(body)
 	at := time.Now()
-	class := ClassHTTP4xx
-	if status >= 500 {
-		class = ClassHTTP5xx
+	retry := ""
+	if v := h.Get("Retry-After"); v != "" {
+		retry = r.c.redact(clean(v[:min(len(v), maxRetryAfter)]))
 	}
-	err := &HTTPError{StatusCode: status, Message: msg}
+	err := &HTTPError{StatusCode: status, Message: msg, RetryAfter: retry}
 	r.res.E2E = at.Sub(r.start)
-	r.res.Class, r.res.Err = class, fmt.Errorf("send request: %w", err)
+	r.res.ServerMessage, r.res.RetryAfter = msg, retry
+	r.res.Class, r.res.Err = statusClass(status), fmt.Errorf("send request: %w", err)
 	if r.ctx.Err() != nil {
 		r.res.Class = ClassCancelled
 	}
@@ -324,7 +329,11 @@ func (r *run) read(st *streamState) {
 		}
 		done, err := r.event(st, ev, now)
 		if err != nil {
-			r.fail(now, err, ClassStreamError, "read stream")
+			var se *StreamError
+			if errors.As(err, &se) {
+				r.res.ServerMessage = se.Message
+			}
+			r.fail(now, err, ClassProtocol, "read stream")
 			return
 		}
 		if done {
@@ -351,20 +360,21 @@ func (r *run) end(st *streamState, ev sse.Event, err error, now time.Time) {
 			r.succeed(now)
 			return
 		}
-		r.fail(now, ErrTruncated, ClassTruncated, "read stream")
+		r.fail(now, ErrTruncated, ClassStreamCut, "read stream")
 	case errors.Is(err, sse.ErrLineTooLong), errors.Is(err, sse.ErrEventTooLong):
-		r.fail(now, err, ClassStreamError, "read stream")
+		r.fail(now, err, ClassProtocol, "read stream")
 	default:
-		// A read error: reset, cancel or timeout.
-		class, _ := classify(r.ctx, r.rctx, err, ClassTruncated)
-		if class == ClassTruncated && r.finished {
+		// A read error: reset, GOAWAY, an HTTP/2 protocol error, cancel or
+		// timeout.
+		class, _ := classify(r.ctx, r.rctx, err, ClassStreamCut)
+		if class == ClassStreamCut && r.finished {
 			r.succeed(now)
 			return
 		}
-		if class == ClassTruncated {
+		if class == ClassStreamCut {
 			err = fmt.Errorf("%w: %w", ErrTruncated, err)
 		}
-		r.fail(now, err, ClassTruncated, "read stream")
+		r.fail(now, err, ClassStreamCut, "read stream")
 	}
 }
 

@@ -133,7 +133,7 @@ func (e *Engine) send(turnCtx context.Context, t *turnInfo) *client.Result {
 	e.inflight.Add(-1)
 	if res == nil {
 		// A Streamer broke its contract; count the turn rather than crash.
-		res = &client.Result{Class: client.ClassStreamError, Err: errNilResult}
+		res = &client.Result{Class: client.ClassProtocol, Err: errNilResult}
 	}
 
 	s := record.Sample{Window: w, Conversation: t.conv, Turn: t.turn + 1, Restarted: t.restart, Intended: t.intended, Result: res}

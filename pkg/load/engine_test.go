@@ -591,8 +591,8 @@ func TestNilResultCountsAsFailure(t *testing.T) {
 	if err := e.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if c := total(t, rec).Counters.FailedByClass[client.ClassStreamError]; c != 2 {
-		t.Errorf("%d stream errors, want 2", c)
+	if c := total(t, rec).Counters.FailedByClass[client.ClassProtocol]; c != 2 {
+		t.Errorf("%d protocol errors, want 2", c)
 	}
 }
 

@@ -522,7 +522,7 @@ func TestPeaks(t *testing.T) {
 	p.Add(mk(500*time.Millisecond, ms100, ms100, 600*time.Millisecond)) // .6 .7 1.3; active s0..s1
 	p.Add(mk(-time.Second, ms100))                                      // before origin: ignored
 	failed := mk(0, ms100, ms100)
-	failed.Result.Class = client.ClassTruncated
+	failed.Result.Class = client.ClassStreamCut
 	p.Add(failed)
 	tok, conc := p.Max()
 	if tok != 6 || conc != 2 {
