@@ -180,6 +180,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"run", "--out", "o", "--concurrency", "4", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"run", "--out", "o", "--concurrency", "4", "--metadata", "completed=1"}, exitUsage, `metadata key "completed"`},
 		{[]string{"run", "--out", "o", "--concurrency", "4", "--result-filename", "a/b.json"}, exitUsage, "--result-filename"},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "--threshold", "latency<1s"}, exitUsage, "unknown metric"},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "--threshold", "goodput>1"}, exitUsage, "needs --goodput"},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "--goodput", "ttft:soon"}, exitUsage, "--goodput"},
 		{[]string{"sweep", "--levels", "0"}, exitUsage, "--levels"},
 		{[]string{"coordinator"}, exitUsage, "--target is required"},
 		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--on-loss", "maybe"}, exitUsage, "maybe"},
@@ -249,5 +252,34 @@ func TestDeprecatedAliases(t *testing.T) {
 	}
 	if v, _ := simCmd.Flags().GetString("router"); v != "round_robin" {
 		t.Errorf("sim --sim-router set router %q", v)
+	}
+}
+
+// TestJudgedExitCodes: a run whose thresholds fail exits 3, a run where
+// every request failed exits 4; both save their result first.
+func TestJudgedExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCommand(t.Context(), "--log-level", "warn", "run", "--concurrency", "2", "--warmup", "0s",
+		"--duration", "1s", "--sim-time-scale", "20", "--goodput", "ttft:1000", "--threshold", "error_rate<1%",
+		"--threshold", "goodput>100000", "--out", dir)
+	if code != exitThresholds || !strings.Contains(stderr, "1 threshold(s) failed: goodput>100000") ||
+		!strings.Contains(stdout, "pass error_rate<1%") || !strings.Contains(stdout, "Request goodput (req/s):") {
+		t.Errorf("thresholds: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil {
+		t.Errorf("no result.json after failed thresholds: %v", err)
+	}
+	dir = t.TempDir()
+	code, _, stderr = runCommand(t.Context(), "--log-level", "error", "run", "--target", "http://127.0.0.1:1", "--model", "m",
+		"--concurrency", "2", "--warmup", "0s", "--duration", "1s", "--skip-preflight", "--out", dir)
+	if code != exitAllFailed || !strings.Contains(stderr, "every request failed") || !strings.Contains(stderr, "connect") {
+		t.Errorf("all failed: exit %d, stderr %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil {
+		t.Errorf("no result.json after every request failed: %v", err)
+	}
+	code, _, stderr = runCommand(t.Context(), "run", "--target", "http://127.0.0.1:1", "--model", "m", "--concurrency", "2", "--out", t.TempDir())
+	if code != exitError || !strings.Contains(stderr, "cannot reach http://127.0.0.1:1") {
+		t.Errorf("preflight: exit %d, stderr %s", code, stderr)
 	}
 }

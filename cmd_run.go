@@ -16,6 +16,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
@@ -25,7 +26,8 @@ import (
 type runOptions struct {
 	rc                              fleet.RunConfig
 	levels                          []int
-	headers, metadata               []string
+	headers, metadata, thresholds   []string
+	goodput                         []string
 	extraBody, percentiles, arrival string
 	burstiness                      float64
 	dryRun                          bool
@@ -100,6 +102,9 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&rc.OutDir, "out", "", "output directory for result.json (and requests.jsonl); required")
 	fs.BoolVar(&rc.SaveRequests, "save-requests", false, "write every request to OUT/requests.jsonl")
 	fs.StringVar(&o.percentiles, "percentiles", o.percentiles, "extra latency percentiles, comma-separated")
+	fs.StringArrayVar(&o.goodput, "goodput", nil, "vLLM's goodput SLOs: a request counts only if it meets every one named, KEY:MS with KEY ttft, tpot or e2el, e.g. --goodput ttft:400,tpot:60 (repeatable)")
+	fs.StringArrayVar(&o.thresholds, "threshold", nil, "pass/fail criterion checked on the result, e.g. 'ttft_p95<400ms', 'error_rate<1%', 'goodput>5'; a failed one exits "+strconv.Itoa(exitThresholds)+" (repeatable)")
+	flags.Group(fs, flags.GroupOutput, "goodput", "threshold")
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
 	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
@@ -168,6 +173,23 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 			rc.Client.Headers = map[string]string{}
 		}
 		rc.Client.Headers[k] = strings.TrimSpace(v)
+	}
+	if len(o.goodput) > 0 {
+		slo, err := result.ParseSLO(strings.Join(o.goodput, " "))
+		if err != nil {
+			return rc, fmt.Errorf("--goodput: %w", err)
+		}
+		rc.SLO = slo
+	}
+	for _, s := range o.thresholds {
+		th, err := result.ParseThreshold(s)
+		if err != nil {
+			return rc, fmt.Errorf("--threshold: %w", err)
+		}
+		if th.Metric == "goodput" && rc.SLO.IsZero() {
+			return rc, fmt.Errorf("--threshold %q: goodput needs --goodput SLOs", s)
+		}
+		rc.Thresholds = append(rc.Thresholds, th)
 	}
 	for _, m := range o.metadata {
 		k, v, ok := strings.Cut(m, "=")

@@ -17,7 +17,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/fleetbench/fleetbench/fleet"
 	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/result"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -25,9 +27,15 @@ var version = "dev"
 
 // Exit codes, documented in the README.
 const (
-	exitOK          = 0
-	exitError       = 1
-	exitUsage       = 2
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+	// exitThresholds: the run completed and its result is saved, but a
+	// --threshold failed.
+	exitThresholds = 3
+	// exitAllFailed: the run completed and its result is saved, but every
+	// request failed.
+	exitAllFailed   = 4
 	exitInterrupted = 130
 )
 
@@ -60,6 +68,12 @@ func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.
 		// them: one line, and where to read more.
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", c.path(root), err, c.path(root))
 		return exitUsage
+	case errorsAs[*result.ThresholdError](err):
+		fmt.Fprintf(stderr, "%s: %v\n", c.path(root), err)
+		return exitThresholds
+	case errors.Is(err, fleet.ErrAllFailed):
+		fmt.Fprintf(stderr, "%s: %v\n", c.path(root), err)
+		return exitAllFailed
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		if c.logger != nil {
 			c.logger.Info("interrupted")
@@ -69,4 +83,10 @@ func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.
 		fmt.Fprintf(stderr, "%s: %v\n", c.path(root), err)
 		return exitError
 	}
+}
+
+// errorsAs reports whether err's chain holds a T.
+func errorsAs[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
 }

@@ -56,6 +56,10 @@ func (c RunConfig) Run(ctx context.Context, logger hclog.Logger, stdout, stderr 
 	return lr.run(ctx)
 }
 
+// ErrAllFailed is returned by RunConfig.Run, after the result is saved,
+// when every request of the measurement failed.
+var ErrAllFailed = errors.New("every request failed")
+
 // levelRun is one call of RunConfig.Run.
 type levelRun struct {
 	cfg            RunConfig
@@ -191,10 +195,12 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	rec := record.NewRecorder(hdr.Default)
 	origin := time.Now().Add(c.Warmup)
 	peaks := result.NewPeaks(origin)
+	good := result.NewGoodCounter(c.SLO)
 	tally := newTally()
 	observe := func(s *record.Sample) {
 		if s.Window == windowMeasure {
 			peaks.Add(s)
+			good.Add(s)
 			tally.add(s)
 		}
 		if reqLog != nil {
@@ -266,6 +272,7 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	}
 	facts := c.resultLoad(target, model, src.Name()).Facts(origin, origin.Add(dur), dur)
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
+	facts.SLO, facts.GoodRequests = c.SLO, good.Count(windowMeasure)
 	facts.Interrupted = interrupted
 	return r.writeResult(ctx, w, facts, logErr, nil)
 }
@@ -349,6 +356,21 @@ func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts resu
 		fmt.Fprintln(r.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
 		r.logRequestLogErr(logErr)
 		return sum, errors.Join(ctx.Err(), logErr)
+	}
+	if sum.Completed == 0 {
+		// Every request failed: the result is saved, and the run fails
+		// with the most frequent reason.
+		top, most := "unknown", int64(0)
+		for _, cc := range sum.ErrorsByClass {
+			if cc.Count > most {
+				top, most = string(cc.Class), cc.Count
+			}
+		}
+		return sum, errors.Join(fmt.Errorf("%w: %d requests, most of them %s (see the errors by class in %s)", ErrAllFailed,
+			sum.Failed, top, r.cfg.resultPath()), logErr)
+	}
+	if err := result.Judge(r.stdout, r.cfg.Thresholds, sum, w); err != nil {
+		return sum, errors.Join(err, logErr)
 	}
 	return sum, logErr
 }

@@ -46,7 +46,9 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	origin := time.Now()
 	var peaksMu sync.Mutex
 	peaks := map[uint32]*result.Peaks{}
+	good := result.NewGoodCounter(c.SLO)
 	observe := func(s *record.Sample) {
+		good.Add(s)
 		peaksMu.Lock()
 		p := peaks[s.Window]
 		if p == nil {
@@ -94,7 +96,9 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	facts := rl.Facts(sm.Start, sm.Start.Add(dur), dur)
 	merged := result.NewPeaks(origin)
 	perAgent := map[string]int64{}
+	var measuredIDs []uint32
 	for _, w := range StageWindows(res, st) {
+		measuredIDs = append(measuredIDs, w.ID)
 		peaksMu.Lock()
 		p := peaks[w.ID]
 		peaksMu.Unlock()
@@ -106,6 +110,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 		}
 	}
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
+	facts.SLO, facts.GoodRequests = c.SLO, good.Count(measuredIDs...)
 	facts.Interrupted = interrupted
 	agents := make([]string, 0, len(perAgent))
 	for _, id := range slices.Sorted(maps.Keys(perAgent)) {

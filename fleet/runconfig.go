@@ -60,6 +60,10 @@ type RunConfig struct {
 	Metadata map[string]string
 	// ResultFile names the result file in OutDir ("": result.json).
 	ResultFile string
+	// SLO is vLLM's --goodput (zero: goodput not measured); Thresholds
+	// are checked on the result (result.Judge) after it is saved.
+	SLO        result.SLO
+	Thresholds []result.Threshold
 	// SkipPreflight skips ready.Preflight against a given target (the
 	// in-process simulator is never checked).
 	SkipPreflight bool

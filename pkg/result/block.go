@@ -46,6 +46,9 @@ func (s *Summary) writeVLLM(b *blockWriter) {
 	b.int("Total input tokens:", s.TotalInputTokens)
 	b.int("Total generated tokens:", s.TotalOutputTokens)
 	b.float("Request throughput (req/s):", s.RequestThroughput)
+	if !s.SLO.IsZero() {
+		b.float("Request goodput (req/s):", s.RequestGoodput)
+	}
 	b.float("Output token throughput (tok/s):", s.OutputThroughput)
 	b.float("Peak output token throughput (tok/s):", s.PeakOutputTokensPerSec)
 	// vLLM formats this integer with {:<10.2f}.

@@ -108,6 +108,10 @@ func (s *Summary) vllmFields() object {
 	if math.IsInf(s.RequestRate, 1) {
 		rate = "inf"
 	}
+	var goodput any
+	if !s.SLO.IsZero() {
+		goodput = s.RequestGoodput
+	}
 	var maxConc any
 	if s.MaxConcurrency > 0 {
 		maxConc = s.MaxConcurrency
@@ -136,7 +140,7 @@ func (s *Summary) vllmFields() object {
 		{"total_input_tokens", s.TotalInputTokens},
 		{"total_output_tokens", s.TotalOutputTokens},
 		{"request_throughput", s.RequestThroughput},
-		{"request_goodput", nil},
+		{"request_goodput", goodput},
 		{"output_throughput", s.OutputThroughput},
 		{"total_token_throughput", s.TotalTokenThroughput},
 		{"max_output_tokens_per_s", s.PeakOutputTokensPerSec},

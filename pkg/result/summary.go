@@ -77,6 +77,11 @@ type Facts struct {
 	Backend string
 	// Label is vLLM's --label; empty is saved as null.
 	Label string
+	// SLO is vLLM's --goodput; zero means goodput was not measured.
+	// GoodRequests counts the window's requests that met every objective
+	// (GoodCounter).
+	SLO          SLO
+	GoodRequests int64
 	// Metadata are vLLM's --metadata KEY=VALUE pairs, saved as top-level
 	// keys of result.json after num_prompts, as vLLM saves them. A key must
 	// not be one of result.json's own (CheckMetadata).
@@ -159,6 +164,9 @@ type Summary struct {
 	TotalInputTokens, TotalOutputTokens int64
 	// Throughputs are per second of Facts.Duration.
 	RequestThroughput, OutputThroughput, TotalTokenThroughput float64
+	// RequestGoodput is GoodRequests per second, NaN when not measured
+	// (saved as null, not printed, as vLLM does without --goodput).
+	RequestGoodput float64
 
 	TTFT, TPOT, ITL, E2EL Stats
 
@@ -243,6 +251,7 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		TotalInputTokens:       c.InputTokens,
 		TotalOutputTokens:      c.OutputTokens,
 		RequestThroughput:      float64(c.Requests) / secs,
+		RequestGoodput:         math.NaN(),
 		OutputThroughput:       float64(c.OutputTokens) / secs,
 		TotalTokenThroughput:   float64(c.InputTokens+c.OutputTokens) / secs,
 		HitRate:                w.HitRate(),
@@ -256,6 +265,9 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		Restarted:              c.Restarted,
 		Fallbacks:              c.Fallbacks,
 		HDR:                    w.Config,
+	}
+	if !f.SLO.IsZero() {
+		s.RequestGoodput = float64(f.GoodRequests) / secs
 	}
 	s.TTFT = stats(w.Hist[record.TTFT], "ttft", "TTFT", "Time to First Token", f.Percentiles)
 	s.TPOT = stats(w.Hist[record.TPOT], "tpot", "TPOT", "Time per Output Token (excl. 1st token)", f.Percentiles)

@@ -1,0 +1,104 @@
+package result
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
+)
+
+func TestParseThreshold(t *testing.T) {
+	for in, want := range map[string]Threshold{
+		"ttft_p95<400ms":        {Metric: "ttft_p95", Op: "<", Value: 400},
+		"e2el_p99.9 <= 2s":      {Metric: "e2el_p99.9", Op: "<=", Value: 2000},
+		"tpot_mean<60":          {Metric: "tpot_mean", Op: "<", Value: 60},
+		"error_rate<1%":         {Metric: "error_rate", Op: "<", Value: 1},
+		"goodput>=5.5":          {Metric: "goodput", Op: ">=", Value: 5.5},
+		"output_throughput>100": {Metric: "output_throughput", Op: ">", Value: 100},
+	} {
+		got, err := ParseThreshold(in)
+		want.Raw = strings.TrimSpace(in)
+		if err != nil || got != want {
+			t.Errorf("ParseThreshold(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "ttft_p95", "ttft_p950<1s", "latency<1s", "ttft_p95<soon", "error_rate<x%", "<5"} {
+		if _, err := ParseThreshold(bad); !errors.Is(err, ErrThreshold) {
+			t.Errorf("ParseThreshold(%q): %v, want ErrThreshold", bad, err)
+		}
+	}
+}
+
+// sample is a finished request sent in window 1.
+func sample(ttft, e2e time.Duration, tokens int, class client.Class) *record.Sample {
+	return &record.Sample{Window: 1, Result: &client.Result{
+		Start: time.Unix(0, 0), TTFT: ttft, E2E: e2e, OutputTokens: tokens, UsageReported: true, Class: class,
+	}}
+}
+
+// TestGoodputAndJudge: goodput counts requests meeting every SLO named, as
+// vLLM's does; thresholds judge the summary and a failed one is a
+// ThresholdError naming it.
+func TestGoodputAndJudge(t *testing.T) {
+	slo, err := ParseSLO("ttft:100, tpot:10")
+	if err != nil || slo != (SLO{TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}) {
+		t.Fatalf("ParseSLO = %+v, %v", slo, err)
+	}
+	if _, err := ParseSLO("ttft:fast"); err == nil {
+		t.Error("ParseSLO accepted ttft:fast")
+	}
+	w := record.NewWindow(1, hdr.Default)
+	g := NewGoodCounter(slo)
+	for _, s := range []*record.Sample{
+		sample(50*time.Millisecond, 140*time.Millisecond, 10, client.ClassOK),  // good: tpot 10 ms
+		sample(50*time.Millisecond, 500*time.Millisecond, 10, client.ClassOK),  // tpot 50 ms: not good
+		sample(150*time.Millisecond, 200*time.Millisecond, 10, client.ClassOK), // ttft over: not good
+		sample(10*time.Millisecond, 20*time.Millisecond, 2, client.ClassConnect),
+	} {
+		w.Add(s)
+		g.Add(s)
+	}
+	if n := g.Count(1); n != 1 {
+		t.Fatalf("good requests %d, want 1", n)
+	}
+	start := time.Unix(0, 0)
+	f := Load{}.Facts(start, start.Add(2*time.Second), 2*time.Second)
+	f.SLO, f.GoodRequests = slo, g.Count(1)
+	sum, err := New(w, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.RequestGoodput != 0.5 {
+		t.Errorf("goodput %v/s, want 0.5", sum.RequestGoodput)
+	}
+	var out strings.Builder
+	ths := []Threshold{}
+	for _, s := range []string{"ttft_p50<60ms", "error_rate<10%", "goodput>=0.5", "e2el_p99<300ms"} {
+		th, err := ParseThreshold(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ths = append(ths, th)
+	}
+	err = Judge(&out, ths, sum, w)
+	var te *ThresholdError
+	if !errors.As(err, &te) || len(te.Failed) != 2 {
+		t.Fatalf("Judge = %v, want 2 failures (error_rate 25%%, e2el p99 500 ms):\n%s", err, out.String())
+	}
+	for _, want := range []string{"pass ttft_p50<60ms", "FAIL error_rate<10%", "measured 25.00%", "pass goodput>=0.5", "FAIL e2el_p99<300ms"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("judge output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Unmeasured is a failure, never a pass.
+	empty := record.NewWindow(1, hdr.Default)
+	es, _ := New(empty, Load{}.Facts(start, start.Add(time.Second), time.Second))
+	if v := ths[0].Check(es, empty); v.Pass || !math.IsNaN(v.Actual) {
+		t.Errorf("an empty window passed %s: %+v", ths[0].Raw, v)
+	}
+}
