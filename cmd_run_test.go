@@ -152,6 +152,11 @@ func TestRunAgainstBuiltInSimulator(t *testing.T) {
 	if !strings.Contains(stdout, "Serving Benchmark Result") {
 		t.Errorf("stdout:\n%s", stdout)
 	}
+	// A closed loop with no think time: the peak in flight is the
+	// concurrency, exactly.
+	if res["late_sends"].(float64) == 0 && res["max_concurrent_requests"].(float64) != 8 {
+		t.Errorf("max_concurrent_requests %v, want 8", res["max_concurrent_requests"])
+	}
 }
 
 func TestRunUsageErrors(t *testing.T) {

@@ -82,6 +82,12 @@ func TestRunWithAgents(t *testing.T) {
 	if res["max_concurrency"].(float64) != 6 {
 		t.Errorf("max_concurrency %v", res["max_concurrency"])
 	}
+	// Six sessions sending back to back have six requests in flight, the
+	// three agents' timelines summed; never more (one session's end and
+	// next send never overlap), whatever their windows.
+	if res["max_concurrent_requests"].(float64) != 6 {
+		t.Errorf("max_concurrent_requests %v, want 6", res["max_concurrent_requests"])
+	}
 	if d := res["duration"].(float64); d < 1.49 || d > 1.51 {
 		t.Errorf("duration %v, want 1.5", d)
 	}

@@ -41,8 +41,10 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	if c.SingleTurn {
 		engOpts = append(engOpts, load.WithSingleTurn())
 	}
-	// Peaks per coordinator window, all from one origin so the measured
-	// windows' merge; which windows are measured is known only at the end.
+	// Peaks per coordinator window, all from one origin so that the
+	// measured windows' in-flight timelines merge tick by tick (the peak is
+	// that of the summed count); which windows are measured is known only
+	// at the end.
 	origin := time.Now()
 	var peaksMu sync.Mutex
 	peaks := map[uint32]*result.Peaks{}

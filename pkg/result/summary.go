@@ -101,6 +101,8 @@ type Facts struct {
 	Percentiles []float64
 	// PeakOutputTokensPerSec and PeakConcurrentRequests are vLLM's peak
 	// figures, from a Peaks fed with the run's samples; 0 when not tracked.
+	// The first counts tokens in one-second buckets; the second is the
+	// exact most requests in flight at one instant (see Peaks).
 	PeakOutputTokensPerSec float64
 	PeakConcurrentRequests int
 	// Interrupted marks a run cut short (by a signal) before its planned
