@@ -283,3 +283,17 @@ func TestJudgedExitCodes(t *testing.T) {
 		t.Errorf("preflight: exit %d, stderr %s", code, stderr)
 	}
 }
+
+// TestSweepPreflightFirst: a sweep whose target cannot serve stops before
+// it creates anything, with the reason in one line.
+func TestSweepPreflightFirst(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := runCommand(t.Context(), "sweep", "--target", "http://127.0.0.1:1", "--model", "m", "--concurrency", "2",
+		"--modes", "kv", "--switch", "none", "--out", out)
+	if code != exitError || !strings.Contains(stderr, "preflight: cannot reach http://127.0.0.1:1") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the output directory exists after a failed preflight: %v", err)
+	}
+}

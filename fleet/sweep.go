@@ -56,6 +56,14 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 	if spec.Sim.Use {
 		simCfg = &spec.Sim
 	}
+	// Before anything is created (an output directory, the agents' Job):
+	// a target that cannot serve ends the sweep now. The in-process
+	// simulator is not checked.
+	if simCfg == nil && !spec.SkipPreflight {
+		if err := ready.Preflight(ctx, spec.ClientConfig(), 0, logger.Named("preflight")); err != nil {
+			return err
+		}
+	}
 	if fresh {
 		if err := sweeprun.CheckFresh(spec.Output); err != nil {
 			return err
@@ -125,11 +133,6 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		defer s.Close()
 		// The sim switch's URL defaults to the target: the simulator.
 		spec.Target = s.URL()
-	}
-	if simCfg == nil && !spec.SkipPreflight {
-		if err := ready.Preflight(ctx, spec.ClientConfig(), 0, logger.Named("preflight")); err != nil {
-			return err
-		}
 	}
 	switchers, err := spec.Switchers(logger)
 	if err != nil {
