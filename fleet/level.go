@@ -198,10 +198,10 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	good := result.NewGoodCounter(c.SLO)
 	tally := newTally()
 	observe := func(s *record.Sample) {
+		tally.add(s) // the warm-up's too: errors show from the first second
 		if s.Window == windowMeasure {
 			peaks.Add(s)
 			good.Add(s)
-			tally.add(s)
 		}
 		if reqLog != nil {
 			_ = reqLog.Write(s) // the first error is sticky; Close reports it

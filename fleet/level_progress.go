@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,30 +11,62 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
-// tally keeps running figures of the measurement window for the progress
-// line; safe for concurrent use (the engine's observer feeds it, the
+// tally keeps running figures for the progress line: the warm-up's
+// requests and errors, the measurement window's requests, errors and TTFT,
+// and the latest error, so a failing target shows from the first second.
+// It is safe for concurrent use (the engine's observer feeds it, the
 // display reads it). Its figures are for watching only: results come from
 // the recorder.
 type tally struct {
-	mu       sync.Mutex
-	ttft     *hdr.Histogram
-	requests int64
-	errors   int64
+	mu                     sync.Mutex
+	ttft                   *hdr.Histogram
+	requests, errors       int64
+	warmRequests, warmErrs int64
+	// lastErr is the latest failure, "class: message", one line, bounded.
+	lastErr string
 }
+
+// maxLastErr bounds the latest error shown on the status line.
+const maxLastErr = 160
 
 func newTally() *tally { return &tally{ttft: hdr.Default.New()} }
 
 func (t *tally) add(s *record.Sample) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	measure := s.Window == windowMeasure
 	if !s.Result.OK() {
-		t.errors++
+		if measure {
+			t.errors++
+		} else {
+			t.warmErrs++
+		}
+		msg := string(s.Result.Class)
+		if s.Result.Err != nil {
+			msg += ": " + strings.Join(strings.Fields(s.Result.Err.Error()), " ")
+		}
+		if len(msg) > maxLastErr {
+			msg = strings.ToValidUTF8(msg[:maxLastErr], "") + "..."
+		}
+		t.lastErr = msg
+		return
+	}
+	if !measure {
+		t.warmRequests++
 		return
 	}
 	t.requests++
 	if s.Result.TTFT > 0 {
 		t.ttft.Record(s.Result.TTFT)
 	}
+}
+
+// errText is the errors part of a status line: the count and the latest.
+func errText(n int64, last string) string {
+	if n == 0 {
+		return "0 errors"
+	}
+	return fmt.Sprintf("%d errors (last: %s)", n, last)
 }
 
 // levelStatus is what the progress display of a single-engine run reads:
@@ -50,8 +83,12 @@ type levelStatus struct {
 func (s levelStatus) line(now time.Time) (string, bool) {
 	inflight := s.eng.Stats().InFlight
 	if now.Before(s.origin) {
-		return fmt.Sprintf("warm-up %s elapsed, %s left | %d in flight",
-			now.Sub(s.origin.Add(-s.warmup)).Round(time.Second), s.origin.Sub(now).Round(time.Second), inflight), true
+		s.tally.mu.Lock()
+		requests, errs, last := s.tally.warmRequests, s.tally.warmErrs, s.tally.lastErr
+		s.tally.mu.Unlock()
+		return fmt.Sprintf("warm-up %s elapsed, %s left | %d requests | %d in flight | %s",
+			now.Sub(s.origin.Add(-s.warmup)).Round(time.Second), s.origin.Sub(now).Round(time.Second), requests, inflight,
+			errText(errs, last)), true
 	}
 	elapsed := now.Sub(s.origin)
 	var remaining time.Duration
@@ -59,14 +96,14 @@ func (s levelStatus) line(now time.Time) (string, bool) {
 		remaining = max(s.origin.Add(s.duration).Sub(now), 0)
 	}
 	s.tally.mu.Lock()
-	requests, errs := s.tally.requests, s.tally.errors
+	requests, errs, last := s.tally.requests, s.tally.errors, s.tally.lastErr
 	p50, p95 := s.tally.ttft.Percentile(50), s.tally.ttft.Percentile(95)
 	s.tally.mu.Unlock()
 	var rate float64
 	if sec := elapsed.Seconds(); sec > 0 {
 		rate = float64(requests) / sec
 	}
-	return fmt.Sprintf("measure %s elapsed, %s left | %d requests %.1f req/s | TTFT p50 %s p95 %s | %d in flight | %d errors",
+	return fmt.Sprintf("measure %s elapsed, %s left | %d requests %.1f req/s | TTFT p50 %s p95 %s | %d in flight | %s",
 		elapsed.Round(time.Second), remaining.Round(time.Second), requests, rate,
-		p50.Round(time.Millisecond), p95.Round(time.Millisecond), inflight, errs), true
+		p50.Round(time.Millisecond), p95.Round(time.Millisecond), inflight, errText(errs, last)), true
 }
