@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -295,5 +296,19 @@ func TestSweepPreflightFirst(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("the output directory exists after a failed preflight: %v", err)
+	}
+}
+
+// TestFailFast: a run whose every request fails the same way stops after
+// --fail-fast instead of burning its duration, and exits 4 naming the class.
+func TestFailFast(t *testing.T) {
+	start := time.Now()
+	code, _, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--target", "http://127.0.0.1:1", "--model", "m",
+		"--concurrency", "2", "--warmup", "10s", "--duration", "1m", "--skip-preflight", "--fail-fast", "500ms", "--out", t.TempDir())
+	if code != exitAllFailed || !strings.Contains(stderr, "all connect") || !strings.Contains(stderr, "stopped early") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %s for a 500ms fail-fast", took)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -96,8 +97,9 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&o.arrival, "arrival", o.arrival, "open loop arrival process: poisson or gamma")
 	fs.Float64Var(&o.burstiness, "burstiness", o.burstiness, "gamma arrivals: shape (below 1 burstier, above 1 more regular)")
 	fs.IntVar(&rc.Load.MaxConcurrency, "max-concurrency", 0, "open loop: cap on concurrent conversations (0: none)")
+	fs.DurationVar(&rc.FailFast, "fail-fast", 10*time.Second, "stop when every request of this first stretch failed with one error class (0: never)")
 	fs.IntVar(&rc.Load.TotalRequests, "num-prompts", 0, "request budget: stop after N turns (0: unlimited; no warm-up and no time limit unless set)")
-	flags.Group(fs, flags.GroupLoad, "drain-timeout", "ramp-up", "arrival", "burstiness", "max-concurrency", "num-prompts")
+	flags.Group(fs, flags.GroupLoad, "fail-fast", "drain-timeout", "ramp-up", "arrival", "burstiness", "max-concurrency", "num-prompts")
 
 	fs.StringVar(&rc.OutDir, "out", "", "output directory for result.json (and requests.jsonl); required")
 	fs.BoolVar(&rc.SaveRequests, "save-requests", false, "write every request to OUT/requests.jsonl")

@@ -237,12 +237,19 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	dctx, stopDisplay := context.WithCancel(ctx)
 	disp.Update(levelStatus{tally: tally, eng: eng, origin: origin, warmup: c.Warmup, duration: c.Duration})
 	wg.Go(func() { disp.Run(dctx) })
-	wg.Go(func() { r.watch(ctx, ran, eng, origin) })
+	var failFast error
+	wg.Go(func() {
+		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun)
+	})
 	runErr := eng.Run(runCtx)
 	close(ran)
 	stopDisplay()
 	wg.Wait()
 	end := time.Now()
+	if failFast != nil {
+		// Nothing worth measuring: every request failed the same way.
+		return nil, errors.Join(failFast, env.closeRequestLog())
+	}
 	if runErr != nil {
 		return nil, fmt.Errorf("run load: %w", runErr)
 	}
@@ -281,7 +288,16 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 // is a warm-up) until ran is closed. After an interrupt (ctx done) it
 // gives the turns in flight InterruptDrain (at most Drain) to end, then
 // aborts them.
-func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Engine, origin time.Time) {
+//
+// After FailFast, if every request so far failed with one class, it stops
+// the run (stop ends the engine's context) and returns why.
+func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Engine, origin time.Time, t *tally, stop func()) error {
+	var failFast <-chan time.Time
+	if r.cfg.FailFast > 0 {
+		ft := time.NewTimer(r.cfg.FailFast)
+		defer ft.Stop()
+		failFast = ft.C
+	}
 	var measure <-chan time.Time
 	if r.cfg.Warmup > 0 {
 		t := time.NewTimer(time.Until(origin))
@@ -293,7 +309,16 @@ func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Eng
 	for {
 		select {
 		case <-ran:
-			return
+			return nil
+		case <-failFast:
+			failFast = nil
+			if class, last, ok := t.allFailed(); ok {
+				r.logger.Error("every request failed the same way; stopping early", "after", r.cfg.FailFast, "class", class)
+				stop()
+				eng.Abort()
+				return fmt.Errorf("%w in the first %s, all %s (%s); stopped early (--fail-fast 0 keeps going)",
+					ErrAllFailed, r.cfg.FailFast, class, last)
+			}
 		case <-interrupt:
 			interrupt = nil
 			grace := min(r.cfg.Drain, InterruptDrain)

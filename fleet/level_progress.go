@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -24,12 +25,29 @@ type tally struct {
 	warmRequests, warmErrs int64
 	// lastErr is the latest failure, "class: message", one line, bounded.
 	lastErr string
+	// classes counts the failures of both windows by class.
+	classes map[client.Class]int64
+}
+
+// allFailed returns the one class every request so far failed with and
+// the latest error, or ok false when a request succeeded, none ended, or
+// the failures differ in class.
+func (t *tally) allFailed() (client.Class, string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.requests+t.warmRequests > 0 || len(t.classes) != 1 {
+		return "", "", false
+	}
+	for c := range t.classes {
+		return c, t.lastErr, true
+	}
+	return "", "", false
 }
 
 // maxLastErr bounds the latest error shown on the status line.
 const maxLastErr = 160
 
-func newTally() *tally { return &tally{ttft: hdr.Default.New()} }
+func newTally() *tally { return &tally{ttft: hdr.Default.New(), classes: map[client.Class]int64{}} }
 
 func (t *tally) add(s *record.Sample) {
 	t.mu.Lock()
@@ -49,6 +67,7 @@ func (t *tally) add(s *record.Sample) {
 			msg = strings.ToValidUTF8(msg[:maxLastErr], "") + "..."
 		}
 		t.lastErr = msg
+		t.classes[s.Result.Class]++
 		return
 	}
 	if !measure {

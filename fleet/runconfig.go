@@ -64,6 +64,9 @@ type RunConfig struct {
 	// are checked on the result (result.Judge) after it is saved.
 	SLO        result.SLO
 	Thresholds []result.Threshold
+	// FailFast stops a single-engine run whose requests of its first
+	// FailFast all failed with one class (0: never).
+	FailFast time.Duration
 	// SkipPreflight skips ready.Preflight against a given target (the
 	// in-process simulator is never checked).
 	SkipPreflight bool
