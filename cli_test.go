@@ -312,3 +312,36 @@ func TestFailFast(t *testing.T) {
 		t.Errorf("took %s for a 500ms fail-fast", took)
 	}
 }
+
+// TestReportComparesRuns: two `run` output directories (kv and
+// round_robin, set apart by --label) compare in one report, from the runs'
+// own histograms.
+func TestReportComparesRuns(t *testing.T) {
+	dir := t.TempDir()
+	for _, mode := range []string{"kv", "round_robin"} {
+		code, stdout, stderr := runCommand(t.Context(), "--log-level", "warn", "run", "--concurrency", "4", "--warmup", "1s",
+			"--duration", "2s", "--sim-time-scale", "20", "--sim-router", mode, "--label", mode, "--out", filepath.Join(dir, mode))
+		if code != exitOK {
+			t.Fatalf("run %s: exit %d\n%s\n%s", mode, code, stdout, stderr)
+		}
+	}
+	out := filepath.Join(dir, "report")
+	code, stdout, stderr := runCommand(t.Context(), "report", filepath.Join(dir, "kv"), filepath.Join(dir, "round_robin"), "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "kv against round_robin") {
+		t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- Modes: kv (candidate), round_robin (baseline)", "- Runs: 1", "- Concurrency levels: 4"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	// A directory that is neither a sweep's nor a run's says what it lacks.
+	code, _, stderr = runCommand(t.Context(), "report", t.TempDir())
+	if code != exitError || !strings.Contains(stderr, "no benchmark-sweep-*.tsv (a sweep's output) and no point.json (a run's)") {
+		t.Errorf("empty directory: exit %d, %s", code, stderr)
+	}
+}

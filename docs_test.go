@@ -142,6 +142,15 @@ func docFixtures(t *testing.T, root, dir string) {
 		write(filepath.Join("out", day, report.TSVName("20261125-000000")), tsv)
 	}
 	write(filepath.Join("out", "sweep-1", sweeprun.SpecFile), spec)
+	// Two run outputs for the report of runs.
+	for _, r := range []struct{ dir, mode string }{{"kv-100", "kv"}, {"rr-100", "round_robin"}} {
+		code, stdout, stderr := runCommand(t.Context(), "--log-level", "warn", "run", "--concurrency", "2", "--warmup", "0s",
+			"--duration", "1s", "--sim-time-scale", "20", "--sim-router", r.mode, "--label", r.mode,
+			"--out", filepath.Join(dir, "out", r.dir))
+		if code != exitOK {
+			t.Fatalf("fixture run %s: exit %d\n%s\n%s", r.dir, code, stdout, stderr)
+		}
+	}
 	write(filepath.Join("out", "sweep-1", report.SweepFile), []byte(`{"id":"20261125-000000"}`))
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/progress"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/workload"
@@ -375,6 +376,15 @@ func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts resu
 		extra(r.stdout)
 	}
 	if err := result.WriteJSONFile(r.cfg.resultPath(), sum); err != nil {
+		return sum, errors.Join(err, logErr)
+	}
+	// The window's histograms, for `fleetbench report OUT ...` to compare
+	// runs with the same statistics as sweeps.
+	pt := &report.Point{
+		Run: 1, Mode: r.cfg.Label, Level: facts.MaxConcurrency, RPS: facts.RequestRate, Window: w,
+		MeasureStart: facts.Start, MeasureEnd: facts.End, Coverage: 1,
+	}
+	if err := report.WritePoint(r.cfg.OutDir, pt, "[fleetbench run "+r.cfg.Label+"]"); err != nil {
 		return sum, errors.Join(err, logErr)
 	}
 	if facts.Interrupted {

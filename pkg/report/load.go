@@ -27,6 +27,10 @@ func Load(paths ...string) (*Sweep, error) {
 	var out *Sweep
 	offset := 0
 	var ids []string
+	// Run directories (one point each) are numbered per mode and level:
+	// a kv run and a round_robin run are both run 1, a second kv run is
+	// kv's run 2.
+	runDirs := map[key]int{}
 	for _, path := range paths {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -55,6 +59,13 @@ func Load(paths ...string) (*Sweep, error) {
 			out.AlternatedOrder = out.AlternatedOrder || meta.AlternatedOrder
 		}
 		out.sources = append(out.sources, path)
+		if len(points) == 1 && points[0].fromRun {
+			k := key{0, points[0].Mode, points[0].Level}
+			runDirs[k]++
+			points[0].Run = runDirs[k]
+			out.Points = append(out.Points, points...)
+			continue
+		}
 		maxRun := 0
 		for i := range points {
 			maxRun = max(maxRun, points[i].Run)
@@ -103,7 +114,20 @@ func loadDir(dir string) (*Sweep, []Point, error) {
 		return nil, nil, fmt.Errorf("load sweep: %w", err)
 	}
 	if len(tsvs) == 0 {
-		return nil, nil, fmt.Errorf("load sweep %s: %w: no benchmark-sweep-*.tsv", dir, ErrInvalidSweep)
+		// A `fleetbench run` output directory: one point, its mode the
+		// run's --label, else the directory's name.
+		if _, err := os.Stat(filepath.Join(dir, pointFile)); err == nil {
+			p, err := readPoint(dir)
+			if err != nil {
+				return nil, nil, err
+			}
+			if p.Mode == "" {
+				p.Mode = filepath.Base(filepath.Clean(dir))
+			}
+			p.Run, p.fromRun = 1, true
+			return meta, []Point{*p}, nil
+		}
+		return nil, nil, fmt.Errorf("load sweep %s: %w: no benchmark-sweep-*.tsv (a sweep's output) and no %s (a run's)", dir, ErrInvalidSweep, pointFile)
 	}
 	sort.Strings(tsvs)
 	var points []Point

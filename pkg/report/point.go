@@ -71,6 +71,20 @@ type turnJSON struct {
 	TTFTClamped       int64 `json:"ttft_clamped,omitempty"`
 }
 
+// WritePoint writes p's point.json and histogram logs into dir (created
+// if needed), the form `fleetbench report DIR` reads back exactly: `run`
+// leaves one in its output directory so runs can be compared in a report.
+// p.Window is required.
+func WritePoint(dir string, p *Point, comment string) error {
+	if p.Window == nil {
+		return fmt.Errorf("write point: %w: no window", ErrInvalidSweep)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write point: %w", err)
+	}
+	return writePointFiles(dir, p, comment)
+}
+
 // writePointFiles writes point.json and the interval logs of p into dir.
 func writePointFiles(dir string, p *Point, comment string) error {
 	w := p.Window

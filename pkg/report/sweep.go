@@ -31,6 +31,8 @@ var ErrInvalidSweep = errors.New("invalid sweep")
 type Point struct {
 	// Run is the 1-based run index.
 	Run int
+	// fromRun marks the one point of a `fleetbench run` output directory.
+	fromRun bool
 	// Mode is the routing mode's name (e.g. "kv", "round_robin").
 	Mode string
 	// Level is the concurrency level (sessions).
