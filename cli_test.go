@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,5 +347,35 @@ func TestReportComparesRuns(t *testing.T) {
 	code, _, stderr = runCommand(t.Context(), "report", t.TempDir())
 	if code != exitError || !strings.Contains(stderr, "no benchmark-sweep-*.tsv (a sweep's output) and no point.json (a run's)") {
 		t.Errorf("empty directory: exit %d, %s", code, stderr)
+	}
+}
+
+// TestTopErrorsTravelFromAgents: the server's own message of a failure
+// reaches result.json and the block through agents and the coordinator
+// (real loopback gRPC), counted once per request.
+func TestTopErrorsTravelFromAgents(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"object":"error","message":"This model's maximum context length is 1024 tokens. However, you requested %d tokens.","type":"BadRequestError","code":400}`, 3000+i)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	code, stdout, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--target", srv.URL, "--model", "m",
+		"--concurrency", "4", "--agents", "2", "--warmup", "0s", "--duration", "2s", "--skip-preflight", "--out", dir)
+	if code != exitAllFailed || !strings.Contains(stdout, "Error 1 (bad_request,") || !strings.Contains(stdout, "maximum context length is 1024 tokens") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResult(t, dir)
+	top, _ := res["top_errors"].([]any)
+	if len(top) != 1 {
+		t.Fatalf("top_errors %v, want one error", res["top_errors"])
+	}
+	e := top[0].(map[string]any)
+	if e["class"] != "bad_request" || e["count"].(float64) != res["failed"].(float64) ||
+		e["message"] != "This model's maximum context length is N tokens. However, you requested N tokens." {
+		t.Errorf("top error %v, failed %v", e, res["failed"])
 	}
 }

@@ -106,6 +106,13 @@ func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
 	if !w.LastEnd.IsZero() {
 		r.LastEnd = timestamppb.New(w.LastEnd)
 	}
+	for _, e := range w.TopErrors(0) {
+		pe := &pb.ErrorStat{Class: string(e.Class), Message: e.Message, Example: e.Example, Count: e.Count}
+		if !e.First.IsZero() {
+			pe.First = timestamppb.New(e.First)
+		}
+		r.Errors = append(r.Errors, pe)
+	}
 	return r, firstErr
 }
 

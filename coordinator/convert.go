@@ -102,6 +102,15 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
 	if r.GetLastEnd() != nil {
 		w.LastEnd = r.GetLastEnd().AsTime()
 	}
+	es := make([]record.ErrorStat, 0, len(r.GetErrors()))
+	for _, e := range r.GetErrors() {
+		st := record.ErrorStat{Class: client.Class(e.GetClass()), Message: e.GetMessage(), Example: e.GetExample(), Count: e.GetCount()}
+		if e.GetFirst() != nil {
+			st.First = e.GetFirst().AsTime()
+		}
+		es = append(es, st)
+	}
+	w.AddErrors(es)
 	return w, nil
 }
 

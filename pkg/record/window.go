@@ -57,6 +57,9 @@ type Window struct {
 	// Result.Start+E2E over the window's samples (wall clock); zero without
 	// samples.
 	FirstSend, LastEnd time.Time
+	// Errors holds the window's distinct failures (at most MaxErrorKinds
+	// and OtherErrors); read them with TopErrors.
+	Errors map[errorKey]*ErrorStat
 }
 
 // NewWindow returns an empty window with every histogram allocated. It
@@ -128,6 +131,7 @@ func (w *Window) Add(s *Sample) {
 			w.Counters.FailedByClass = make(map[client.Class]int64, len(client.Classes))
 		}
 		w.Counters.FailedByClass[class]++
+		w.addError(class, errorText(r), r.Start)
 		w.Counters.Failed++
 		return
 	}
@@ -215,6 +219,9 @@ func (w *Window) Merge(o *Window) error {
 	}
 	w.Counters.Add(&o.Counters)
 	w.widen(o.FirstSend, o.LastEnd)
+	for _, e := range o.Errors {
+		w.mergeError(*e)
+	}
 	return errors.Join(errs...)
 }
 
@@ -232,6 +239,13 @@ func (w *Window) Clone() *Window {
 	for m, h := range w.Hist {
 		if h != nil {
 			c.Hist[m] = h.Clone()
+		}
+	}
+	if w.Errors != nil {
+		c.Errors = make(map[errorKey]*ErrorStat, len(w.Errors))
+		for k, e := range w.Errors {
+			ce := *e
+			c.Errors[k] = &ce
 		}
 	}
 	for i, t := range w.Turns {

@@ -108,6 +108,20 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 			b.int("Failed requests ("+string(e.Class)+"):", e.Count)
 		}
 	}
+	if len(s.TopErrors) > 0 {
+		b.rule("Top Errors", '-')
+		for i, e := range s.TopErrors {
+			if i == MaxBlockErrors {
+				b.int("More distinct errors (result.json):", int64(len(s.TopErrors)-i))
+				break
+			}
+			text := e.Example
+			if text == "" {
+				text = e.Message
+			}
+			b.str(fmt.Sprintf("Error %d (%s, %d requests):", i+1, e.Class, e.Count), text)
+		}
+	}
 	if len(s.Clamped) > 0 {
 		b.rule("Clamped Samples", '-')
 		for _, c := range s.Clamped {

@@ -178,6 +178,13 @@ func (s *Summary) ownFields() object {
 	for _, e := range s.ErrorsByClass {
 		errs = append(errs, field{string(e.Class), e.Count})
 	}
+	var top []any
+	for _, e := range s.TopErrors {
+		top = append(top, object{
+			{"class", string(e.Class)}, {"message", e.Message}, {"example", e.Example},
+			{"count", e.Count}, {"first", rfc3339(e.First)},
+		})
+	}
 	clamped := object{}
 	for _, c := range s.Clamped {
 		clamped = append(clamped, field{c.Metric, c.Count})
@@ -205,6 +212,7 @@ func (s *Summary) ownFields() object {
 		{"late_sends", s.LateSends},
 		{"dropped_sends", s.Dropped},
 		{"errors_by_class", errs},
+		{"top_errors", top},
 		{"clamped_samples", clamped},
 		{"conversations_started", s.ConversationsStarted},
 		{"conversations_completed", s.ConversationsCompleted},
@@ -251,6 +259,17 @@ func writeValue(b *bytes.Buffer, v any) error {
 		b.WriteString("null")
 	case object:
 		return writeObject(b, v)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if err := writeValue(b, e); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			b.WriteString("null")

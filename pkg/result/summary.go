@@ -193,6 +193,9 @@ type Summary struct {
 	// ErrorsByClass lists non-zero failure classes in client.Classes order,
 	// then any unknown class by name.
 	ErrorsByClass []ClassCount
+	// TopErrors are the window's most frequent distinct failures (at most
+	// MaxTopErrors), with the server's own message.
+	TopErrors []record.ErrorStat
 	// Clamped lists metrics with samples clamped into the histogram range.
 	Clamped []MetricCount
 
@@ -202,6 +205,13 @@ type Summary struct {
 	// HDR is the histogram configuration the percentiles come from.
 	HDR hdr.Config
 }
+
+// MaxTopErrors is how many distinct failures a result keeps; the block
+// prints the first MaxBlockErrors of them.
+const (
+	MaxTopErrors   = 20
+	MaxBlockErrors = 5
+)
 
 // ErrInvalidFacts is returned by New for facts it cannot summarise.
 var ErrInvalidFacts = errors.New("invalid result facts")
@@ -271,6 +281,7 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 	if !f.SLO.IsZero() {
 		s.RequestGoodput = float64(f.GoodRequests) / secs
 	}
+	s.TopErrors = w.TopErrors(MaxTopErrors)
 	s.TTFT = stats(w.Hist[record.TTFT], "ttft", "TTFT", "Time to First Token", f.Percentiles)
 	s.TPOT = stats(w.Hist[record.TPOT], "tpot", "TPOT", "Time per Output Token (excl. 1st token)", f.Percentiles)
 	s.ITL = stats(w.Hist[record.ITL], "itl", "ITL", "Inter-token Latency", f.Percentiles)

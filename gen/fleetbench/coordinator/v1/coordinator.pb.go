@@ -1431,14 +1431,17 @@ func (x *Started) GetOffset() *durationpb.Duration {
 // Report is the interval data one agent recorded for one window since its
 // previous report. The coordinator applies each (agent, seq) once.
 type Report struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	WindowId      uint32                 `protobuf:"varint,2,opt,name=window_id,json=windowId,proto3" json:"window_id,omitempty"`
-	Metrics       []*MetricHistogram     `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
-	Turns         []*TurnStats           `protobuf:"bytes,4,rep,name=turns,proto3" json:"turns,omitempty"`
-	Counters      *Counters              `protobuf:"bytes,5,opt,name=counters,proto3" json:"counters,omitempty"`
-	FirstSend     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_send,json=firstSend,proto3" json:"first_send,omitempty"`
-	LastEnd       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_end,json=lastEnd,proto3" json:"last_end,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Seq       uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	WindowId  uint32                 `protobuf:"varint,2,opt,name=window_id,json=windowId,proto3" json:"window_id,omitempty"`
+	Metrics   []*MetricHistogram     `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	Turns     []*TurnStats           `protobuf:"bytes,4,rep,name=turns,proto3" json:"turns,omitempty"`
+	Counters  *Counters              `protobuf:"bytes,5,opt,name=counters,proto3" json:"counters,omitempty"`
+	FirstSend *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_send,json=firstSend,proto3" json:"first_send,omitempty"`
+	LastEnd   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_end,json=lastEnd,proto3" json:"last_end,omitempty"`
+	// The interval's distinct failures (bounded by the agent), merged by the
+	// coordinator like the counters.
+	Errors        []*ErrorStat `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1522,6 +1525,91 @@ func (x *Report) GetLastEnd() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Report) GetErrors() []*ErrorStat {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// ErrorStat is one distinct failure: its class, its message with ids and
+// numbers masked, one real (redacted) message, how often and when first.
+type ErrorStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Example       string                 `protobuf:"bytes,3,opt,name=example,proto3" json:"example,omitempty"`
+	Count         int64                  `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	First         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first,proto3" json:"first,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorStat) Reset() {
+	*x = ErrorStat{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorStat) ProtoMessage() {}
+
+func (x *ErrorStat) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorStat.ProtoReflect.Descriptor instead.
+func (*ErrorStat) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ErrorStat) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *ErrorStat) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ErrorStat) GetExample() string {
+	if x != nil {
+		return x.Example
+	}
+	return ""
+}
+
+func (x *ErrorStat) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ErrorStat) GetFirst() *timestamppb.Timestamp {
+	if x != nil {
+		return x.First
+	}
+	return nil
+}
+
 // MetricHistogram is one encoded interval histogram.
 type MetricHistogram struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1536,7 +1624,7 @@ type MetricHistogram struct {
 
 func (x *MetricHistogram) Reset() {
 	*x = MetricHistogram{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1636,7 @@ func (x *MetricHistogram) String() string {
 func (*MetricHistogram) ProtoMessage() {}
 
 func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1649,7 @@ func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricHistogram.ProtoReflect.Descriptor instead.
 func (*MetricHistogram) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetricHistogram) GetMetric() Metric {
@@ -1601,7 +1689,7 @@ type TurnStats struct {
 
 func (x *TurnStats) Reset() {
 	*x = TurnStats{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1701,7 @@ func (x *TurnStats) String() string {
 func (*TurnStats) ProtoMessage() {}
 
 func (x *TurnStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1714,7 @@ func (x *TurnStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStats.ProtoReflect.Descriptor instead.
 func (*TurnStats) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TurnStats) GetTurn() int32 {
@@ -1701,7 +1789,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1801,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1814,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Counters) GetRequests() int64 {
@@ -1842,7 +1930,7 @@ type Watermark struct {
 
 func (x *Watermark) Reset() {
 	*x = Watermark{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1942,7 @@ func (x *Watermark) String() string {
 func (*Watermark) ProtoMessage() {}
 
 func (x *Watermark) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1955,7 @@ func (x *Watermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
 func (*Watermark) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Watermark) GetWindowId() uint32 {
@@ -1910,7 +1998,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2010,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2023,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Heartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -1969,7 +2057,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2069,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2082,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -2014,7 +2102,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2114,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2127,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Stop) GetReason() string {
@@ -2149,7 +2237,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"Y\n" +
 	"\aStarted\x12\x1b\n" +
 	"\twindow_id\x18\x01 \x01(\rR\bwindowId\x121\n" +
-	"\x06offset\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"\xec\x02\n" +
+	"\x06offset\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"\xaa\x03\n" +
 	"\x06Report\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\twindow_id\x18\x02 \x01(\rR\bwindowId\x12D\n" +
@@ -2158,7 +2246,14 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\bcounters\x18\x05 \x01(\v2#.fleetbench.coordinator.v1.CountersR\bcounters\x129\n" +
 	"\n" +
 	"first_send\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSend\x125\n" +
-	"\blast_end\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\alastEnd\"\x84\x01\n" +
+	"\blast_end\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\alastEnd\x12<\n" +
+	"\x06errors\x18\b \x03(\v2$.fleetbench.coordinator.v1.ErrorStatR\x06errors\"\x9d\x01\n" +
+	"\tErrorStat\x12\x14\n" +
+	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x18\n" +
+	"\aexample\x18\x03 \x01(\tR\aexample\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\x120\n" +
+	"\x05first\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05first\"\x84\x01\n" +
 	"\x0fMetricHistogram\x129\n" +
 	"\x06metric\x18\x01 \x01(\x0e2!.fleetbench.coordinator.v1.MetricR\x06metric\x12\x1c\n" +
 	"\thistogram\x18\x02 \x01(\fR\thistogram\x12\x18\n" +
@@ -2242,7 +2337,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(ThinkKind)(0),                // 0: fleetbench.coordinator.v1.ThinkKind
 	(PhaseKind)(0),                // 1: fleetbench.coordinator.v1.PhaseKind
@@ -2261,56 +2356,59 @@ var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*Ready)(nil),                 // 14: fleetbench.coordinator.v1.Ready
 	(*Started)(nil),               // 15: fleetbench.coordinator.v1.Started
 	(*Report)(nil),                // 16: fleetbench.coordinator.v1.Report
-	(*MetricHistogram)(nil),       // 17: fleetbench.coordinator.v1.MetricHistogram
-	(*TurnStats)(nil),             // 18: fleetbench.coordinator.v1.TurnStats
-	(*Counters)(nil),              // 19: fleetbench.coordinator.v1.Counters
-	(*Watermark)(nil),             // 20: fleetbench.coordinator.v1.Watermark
-	(*Heartbeat)(nil),             // 21: fleetbench.coordinator.v1.Heartbeat
-	(*Ack)(nil),                   // 22: fleetbench.coordinator.v1.Ack
-	(*Stop)(nil),                  // 23: fleetbench.coordinator.v1.Stop
-	nil,                           // 24: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*ErrorStat)(nil),             // 17: fleetbench.coordinator.v1.ErrorStat
+	(*MetricHistogram)(nil),       // 18: fleetbench.coordinator.v1.MetricHistogram
+	(*TurnStats)(nil),             // 19: fleetbench.coordinator.v1.TurnStats
+	(*Counters)(nil),              // 20: fleetbench.coordinator.v1.Counters
+	(*Watermark)(nil),             // 21: fleetbench.coordinator.v1.Watermark
+	(*Heartbeat)(nil),             // 22: fleetbench.coordinator.v1.Heartbeat
+	(*Ack)(nil),                   // 23: fleetbench.coordinator.v1.Ack
+	(*Stop)(nil),                  // 24: fleetbench.coordinator.v1.Stop
+	nil,                           // 25: fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	5,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
 	14, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
 	15, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
 	16, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
-	20, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
-	21, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	21, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
+	22, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	7,  // 6: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
 	8,  // 7: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
 	13, // 8: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
-	22, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
-	23, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
-	21, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	23, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
+	24, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
+	22, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	6,  // 12: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	25, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	26, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
 	10, // 14: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	9,  // 15: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
 	11, // 16: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
 	0,  // 17: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
-	25, // 18: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
+	26, // 18: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
 	12, // 19: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
 	1,  // 20: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	26, // 21: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	25, // 22: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
-	17, // 23: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
-	18, // 24: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
-	19, // 25: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	26, // 26: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	26, // 27: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
-	2,  // 28: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
-	24, // 29: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	26, // 30: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	3,  // 31: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	4,  // 32: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	32, // [32:33] is the sub-list for method output_type
-	31, // [31:32] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	27, // 21: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	26, // 22: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	18, // 23: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
+	19, // 24: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
+	20, // 25: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
+	27, // 26: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	27, // 27: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	17, // 28: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
+	27, // 29: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
+	2,  // 30: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
+	25, // 31: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	27, // 32: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 33: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 34: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	34, // [34:35] is the sub-list for method output_type
+	33, // [33:34] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -2340,7 +2438,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
