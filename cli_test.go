@@ -378,4 +378,17 @@ func TestTopErrorsTravelFromAgents(t *testing.T) {
 		e["message"] != "This model's maximum context length is N tokens. However, you requested N tokens." {
 		t.Errorf("top error %v, failed %v", e, res["failed"])
 	}
+	// report.md lists them too, from the run's saved window.
+	out := filepath.Join(t.TempDir(), "report")
+	if code, stdout, stderr := runCommand(t.Context(), "report", dir, "--out", out); code != exitOK {
+		t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Errors") || !strings.Contains(string(md), "| bad_request |") ||
+		!strings.Contains(string(md), "maximum context length is 1024 tokens") {
+		t.Errorf("report.md lacks the errors:\n%s", md)
+	}
 }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
 // md builds report.md.
@@ -171,6 +174,7 @@ func (a *analysis) writeMarkdown(b *md, charts []string, dir string) {
 		a.writeSpread(b)
 	}
 	a.writeQuality(b)
+	a.writeErrors(b)
 
 	if len(charts) > 0 {
 		b.h2("Charts")
@@ -486,4 +490,39 @@ func (a *analysis) writeMethod(b *md) {
 	for _, line := range lines {
 		b.WriteString("- " + line + "\n")
 	}
+}
+
+// maxReportErrors is how many distinct errors report.md lists per mode.
+const maxReportErrors = 5
+
+// writeErrors lists each mode's most frequent distinct failures over all
+// its points, with the server's own message; nothing when no point with
+// histograms failed.
+func (a *analysis) writeErrors(b *md) {
+	var rows [][]string
+	for _, m := range a.modes {
+		merged := record.NewWindow(0, hdr.Default)
+		for _, p := range a.s.Points {
+			if p.Mode == m && p.Window != nil {
+				merged.AddErrors(p.Window.TopErrors(0))
+			}
+		}
+		for _, e := range merged.TopErrors(maxReportErrors) {
+			text := e.Example
+			if text == "" {
+				text = e.Message
+			}
+			first := "–"
+			if !e.First.IsZero() {
+				first = e.First.UTC().Format("2006-01-02 15:04:05")
+			}
+			rows = append(rows, []string{m, string(e.Class), strconv.FormatInt(e.Count, 10), first, strings.ReplaceAll(text, "|", "\\|")})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.h2("Errors")
+	b.p("The most frequent distinct failures of each mode over all its levels and runs (ids and numbers masked to group them; one real message shown).")
+	b.table([]string{"Mode", "Class", "Requests", "First seen (UTC)", "Message"}, rows)
 }

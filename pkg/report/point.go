@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
@@ -61,6 +62,16 @@ type pointJSON struct {
 	Counters     record.Counters     `json:"counters"`
 	Clamped      map[string]int64    `json:"clamped,omitempty"`
 	Turns        map[string]turnJSON `json:"turns"`
+	Errors       []errorJSON         `json:"errors,omitempty"`
+}
+
+// errorJSON is one of a window's distinct failures (record.ErrorStat).
+type errorJSON struct {
+	Class   string    `json:"class"`
+	Message string    `json:"message"`
+	Example string    `json:"example,omitempty"`
+	Count   int64     `json:"count"`
+	First   time.Time `json:"first"`
 }
 
 type turnJSON struct {
@@ -106,6 +117,9 @@ func writePointFiles(dir string, p *Point, comment string) error {
 			tj.TTFTClamped = t.TTFT.Clamped()
 		}
 		pj.Turns[strconv.Itoa(i)] = tj
+	}
+	for _, e := range w.TopErrors(0) {
+		pj.Errors = append(pj.Errors, errorJSON{Class: string(e.Class), Message: e.Message, Example: e.Example, Count: e.Count, First: e.First.UTC()})
 	}
 	b, err := json.MarshalIndent(&pj, "", "  ")
 	if err != nil {
@@ -178,6 +192,9 @@ func readPoint(dir string) (*Point, error) {
 	}
 	w.Counters = pj.Counters
 	w.FirstSend, w.LastEnd = pj.FirstSend, pj.LastEnd
+	for _, e := range pj.Errors {
+		w.AddErrors([]record.ErrorStat{{Class: client.Class(e.Class), Message: e.Message, Example: e.Example, Count: e.Count, First: e.First}})
+	}
 	return &Point{
 		Run: pj.Run, Mode: pj.Mode, Level: pj.Level, RPS: pj.RPS, Window: w,
 		MeasureStart: pj.MeasureStart, MeasureEnd: pj.MeasureEnd, Coverage: pj.Coverage,
