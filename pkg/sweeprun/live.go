@@ -1,6 +1,7 @@
 package sweeprun
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,21 @@ type Live struct {
 	// whole (another geometry, or values dropped): those TTFTs are
 	// missing from the live p95, never from the results.
 	mergeErrors int64
+	// lastErr is the latest failure seen, "class: message", one bounded
+	// line (the client has removed credentials from it).
+	lastErr string
+}
+
+// maxLastErr bounds the latest error the status line shows.
+const maxLastErr = 120
+
+// errLine is "class: message" of a failure, on one bounded line.
+func errLine(class, msg string) string {
+	s := strings.Join(strings.Fields(class+": "+msg), " ")
+	if len(s) > maxLastErr {
+		s = strings.ToValidUTF8(s[:maxLastErr], "") + "..."
+	}
+	return s
 }
 
 type liveBucket struct {
@@ -55,6 +71,11 @@ func (l *Live) Observe(s *record.Sample) {
 	b := l.bucket(sec)
 	if !r.OK() {
 		b.fail++
+		msg := r.ServerMessage
+		if msg == "" && r.Err != nil {
+			msg = r.Err.Error()
+		}
+		l.lastErr = errLine(string(r.Class), msg)
 		return
 	}
 	b.ok++
@@ -77,6 +98,13 @@ func (l *Live) ObserveWindow(w *record.Window, now time.Time) {
 	b := l.bucket(sec)
 	b.ok += w.Counters.Requests
 	b.fail += w.Counters.Failed
+	if top := w.TopErrors(1); len(top) > 0 {
+		msg := top[0].Example
+		if msg == "" {
+			msg = top[0].Message
+		}
+		l.lastErr = errLine(string(top[0].Class), msg)
+	}
 	if h := w.Hist[record.TTFT]; h != nil {
 		// A report of another geometry cannot be merged: it counts, but
 		// its TTFTs are left out of the live p95 (results are unaffected).
@@ -110,6 +138,8 @@ type LiveStats struct {
 	// MergeErrors counts the histograms left out of TTFTP95 (in whole or
 	// in part) since the Live was created.
 	MergeErrors int64
+	// LastError is the latest failure seen, "class: message"; "" when none.
+	LastError string
 }
 
 // ErrorRate is Errors over all turns, 0..1.
@@ -142,6 +172,9 @@ func (l *Live) Stats(since, now time.Time) LiveStats {
 		}
 	}
 	st.MergeErrors = l.mergeErrors
+	if st.Errors > 0 {
+		st.LastError = l.lastErr
+	}
 	if h.Count() > 0 {
 		st.TTFTP95 = h.Percentile(95)
 	}

@@ -97,6 +97,9 @@ func (d *Display) Line(s Status, now time.Time) string {
 			}
 			fmt.Fprintf(&b, " | TTFT p95 %s, errors %.1f%% (%d turns, last %s)", p95, 100*ls.ErrorRate(),
 				ls.Requests+ls.Errors, fmtLeft(now.Sub(since)))
+			if ls.LastError != "" {
+				fmt.Fprintf(&b, ", latest error %s", ls.LastError)
+			}
 		}
 	case sweep.StepCooldown:
 		left = max(st.Duration-elapsed, 0)

@@ -3,6 +3,7 @@ package sweeprun
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -177,5 +178,28 @@ func TestLiveCountsMergeErrors(t *testing.T) {
 	st := l.Stats(now.Add(-time.Second), now)
 	if st.Requests != 3 || st.MergeErrors != 1 || st.TTFTP95 != 0 {
 		t.Errorf("stats %+v, want 3 requests, 1 merge error and no TTFT", st)
+	}
+}
+
+// TestLiveShowsLatestError: the live figures carry the latest failure's
+// class and server message, from samples and from agents' reports, and
+// none once the span has no errors.
+func TestLiveShowsLatestError(t *testing.T) {
+	now := time.Now()
+	l := NewLive(DefaultLiveSpan)
+	l.Observe(&record.Sample{Result: &client.Result{Start: now, E2E: time.Millisecond, Class: client.ClassAuth,
+		ServerMessage: "Incorrect API key provided", Err: errors.New("http 401")}})
+	st := l.Stats(now.Add(-time.Second), now)
+	if st.Errors != 1 || st.LastError != "auth: Incorrect API key provided" {
+		t.Errorf("stats %+v", st)
+	}
+	w := record.NewWindow(1, hdr.Default)
+	w.Add(&record.Sample{Result: &client.Result{Start: now, Class: client.ClassRateLimited, Err: errors.New("http 429 (retry after 7)")}})
+	l.ObserveWindow(w, now)
+	if st := l.Stats(now.Add(-time.Second), now); st.LastError != "rate_limited: http 429 (retry after 7)" {
+		t.Errorf("from a report: %q", st.LastError)
+	}
+	if st := NewLive(DefaultLiveSpan).Stats(now.Add(-time.Second), now); st.LastError != "" {
+		t.Errorf("no errors, yet %q", st.LastError)
 	}
 }
