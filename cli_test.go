@@ -191,6 +191,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"sweep", "--levels", "0"}, exitUsage, "--levels"},
 		{[]string{"coordinator"}, exitUsage, "--target is required"},
 		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--on-loss", "maybe"}, exitUsage, "maybe"},
+		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--threshold", "ttft<1s"}, exitUsage, "unknown metric"},
 		{[]string{"agent"}, exitUsage, "--coordinator ADDR is required"},
 		{[]string{"agent", "--bogus"}, exitUsage, "unknown flag"},
 		{[]string{"sim", "--router", "sideways"}, exitUsage, "sideways"},

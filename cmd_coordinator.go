@@ -15,6 +15,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/ready"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -50,6 +51,8 @@ type coordinatorOptions struct {
 	onLoss, listen, tokenFile, cert, key, metrics string
 	kube                                          kubejob.Options
 	dryRun, skipPreflight                         bool
+	thresholds                                    []string
+	judged                                        []result.Threshold
 }
 
 func (c *cli) coordinatorCmd() *cobra.Command {
@@ -105,6 +108,7 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	flags.Group(fs, flags.GroupLoad, "mode", "window", "conversations")
 	fs.StringVar(&o.cfg.OutDir, "out", o.cfg.OutDir, "directory for window-<id>.json files and stage-<i>/result.json")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
+	flags.Thresholds(fs, &o.thresholds, exitThresholds)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without listening")
 	flags.Group(fs, flags.GroupOutput, "out", "metrics-listen", "dry-run")
 	fs.StringVar(&o.listen, "listen", o.listen, "address to accept agents on")
@@ -151,6 +155,9 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	cfg.OnLoss = policy
 	if err := cfg.Spec.Workload.Validate(); err != nil {
 		return cfg, fmt.Errorf("workload: %w", err)
+	}
+	if o.judged, err = parseThresholds(o.thresholds, false); err != nil {
+		return cfg, err
 	}
 	for _, l := range o.levels {
 		s := coordinator.Stage{Level: l, Mode: o.mode, Warmup: o.warmup, Duration: o.duration, Conversations: o.conversations, Cooldown: o.cooldown}
@@ -204,7 +211,7 @@ func (c *cli) coordinate(cmd *cobra.Command, o *coordinatorOptions, cfg coordina
 	})
 	runErr = kubejob.Cause(ctx, runErr)
 	if res != nil {
-		if err := fleet.WriteStages(c.stdout, res, cfg, cfg.OutDir, version); err != nil && runErr == nil {
+		if err := fleet.WriteStages(c.stdout, res, cfg, cfg.OutDir, version, o.judged); err != nil && runErr == nil {
 			runErr = err
 		}
 		fleet.PrintStages(c.stdout, res)

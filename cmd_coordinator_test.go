@@ -46,7 +46,7 @@ func TestCoordinatorAndAgentsCommands(t *testing.T) {
 		"--target", srv.URL, "--model", "m", "--concurrency", "2,4", "--warmup", "300ms", "--duration", "1s",
 		"--window", "500ms", "--max-tokens", "16", "--heartbeat", "100ms", "--heartbeat-timeout", "2s",
 		"--join-timeout", "30s", "--turns", "2-3", "--prompt-tokens", "800", "--cooldown", "200ms", "--out", out,
-		"--api-key-env", "FLEETBENCH_TEST_KEY")
+		"--api-key-env", "FLEETBENCH_TEST_KEY", "--threshold", "error_rate<50%")
 	wg.Wait()
 	if code != exitOK {
 		t.Fatalf("coordinator exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -58,6 +58,10 @@ func TestCoordinatorAndAgentsCommands(t *testing.T) {
 	}
 	if n := strings.Count(stdout, "Serving Benchmark Result"); n != 2 {
 		t.Errorf("stdout has %d vLLM blocks, want one per stage:\n%s", n, stdout)
+	}
+	// Each stage is judged: one pass line per stage.
+	if n := strings.Count(stdout, "pass error_rate<50%"); n != 2 {
+		t.Errorf("stdout has %d threshold lines, want one per stage:\n%s", n, stdout)
 	}
 	for _, want := range []string{"Stage 0 (level 2)", "Stage 1 (level 4)", "Successful requests:", "P99 TTFT (ms):"} {
 		if !strings.Contains(stdout, want) {

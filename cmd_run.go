@@ -105,8 +105,8 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.BoolVar(&rc.SaveRequests, "save-requests", false, "write every request to OUT/requests.jsonl")
 	fs.StringVar(&o.percentiles, "percentiles", o.percentiles, "extra latency percentiles, comma-separated")
 	fs.StringArrayVar(&o.goodput, "goodput", nil, "vLLM's goodput SLOs: a request counts only if it meets every one named, KEY:MS with KEY ttft, tpot or e2el, e.g. --goodput ttft:400,tpot:60 (repeatable)")
-	fs.StringArrayVar(&o.thresholds, "threshold", nil, "pass/fail criterion checked on the result, e.g. 'ttft_p95<400ms', 'error_rate<1%', 'goodput>5'; a failed one exits "+strconv.Itoa(exitThresholds)+" (repeatable)")
-	flags.Group(fs, flags.GroupOutput, "goodput", "threshold")
+	flags.Thresholds(fs, &o.thresholds, exitThresholds)
+	flags.Group(fs, flags.GroupOutput, "goodput")
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
 	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
@@ -183,16 +183,11 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 		}
 		rc.SLO = slo
 	}
-	for _, s := range o.thresholds {
-		th, err := result.ParseThreshold(s)
-		if err != nil {
-			return rc, fmt.Errorf("--threshold: %w", err)
-		}
-		if th.Metric == "goodput" && rc.SLO.IsZero() {
-			return rc, fmt.Errorf("--threshold %q: goodput needs --goodput SLOs", s)
-		}
-		rc.Thresholds = append(rc.Thresholds, th)
+	ths, err := parseThresholds(o.thresholds, !rc.SLO.IsZero())
+	if err != nil {
+		return rc, err
 	}
+	rc.Thresholds = ths
 	for _, m := range o.metadata {
 		k, v, ok := strings.Cut(m, "=")
 		if k = strings.TrimSpace(k); !ok || k == "" {
@@ -233,4 +228,20 @@ func writeDryRun(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "# fleetbench %s: validated configuration (dry run: nothing started, nothing sent)\n%s", version, b)
 	return err
+}
+
+// parseThresholds parses --threshold values; goodput ones need SLOs.
+func parseThresholds(raw []string, haveSLO bool) ([]result.Threshold, error) {
+	var out []result.Threshold
+	for _, s := range raw {
+		th, err := result.ParseThreshold(s)
+		if err != nil {
+			return nil, fmt.Errorf("--threshold: %w", err)
+		}
+		if th.Metric == "goodput" && !haveSLO {
+			return nil, fmt.Errorf("--threshold %q: goodput needs --goodput SLOs", s)
+		}
+		out = append(out, th)
+	}
+	return out, nil
 }

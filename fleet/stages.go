@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +15,11 @@ import (
 
 // WriteStages prints to w the vLLM block of each measured stage of res, a
 // run of cfg, and writes its result.json to outDir/stage-<i>/; version is
-// fleetbench's. Stages that measured nothing are skipped.
-func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, outDir, version string) error {
+// fleetbench's. Stages that measured nothing are skipped. Each stage's
+// result is judged by ths after it is saved; the failures of every stage
+// are returned as one *result.ThresholdError.
+func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, outDir, version string, ths []result.Threshold) error {
+	var failed []result.Verdict
 	for _, s := range res.Stages {
 		if s.Measured == nil || s.Measured.Counters.Requests+s.Measured.Counters.Failed == 0 {
 			continue
@@ -57,6 +61,18 @@ func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, o
 		if err := result.WriteJSONFile(filepath.Join(dir, "result.json"), sum); err != nil {
 			return fmt.Errorf("write stage %d result: %w", s.Index, err)
 		}
+		var te *result.ThresholdError
+		if err := result.Judge(w, ths, sum, s.Measured); errors.As(err, &te) {
+			for _, v := range te.Failed {
+				v.Raw = fmt.Sprintf("stage %d: %s", s.Index, v.Raw)
+				failed = append(failed, v)
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return &result.ThresholdError{Failed: failed}
 	}
 	return nil
 }

@@ -97,6 +97,14 @@ func Preflight(fs *pflag.FlagSet, skip *bool) {
 	Group(fs, GroupTarget, "skip-preflight")
 }
 
+// Thresholds registers --threshold (repeatable), the pass/fail criteria
+// checked on each result (result.ParseThreshold); exitCode is the exit
+// code a failed one gives, for the help text.
+func Thresholds(fs *pflag.FlagSet, ths *[]string, exitCode int) {
+	fs.StringArrayVar(ths, "threshold", nil, fmt.Sprintf("pass/fail criterion checked on each result, e.g. 'ttft_p95<400ms', 'error_rate<1%%', 'goodput>5'; a failed one exits %d (repeatable)", exitCode))
+	Group(fs, GroupOutput, "threshold")
+}
+
 // Defaults of the target settings.
 const (
 	DefaultEndpoint  = client.EndpointChat
