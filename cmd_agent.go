@@ -36,7 +36,8 @@ func (c *cli) agentCmd() *cobra.Command {
 				return err
 			}
 			cfg.Token = token
-			a, err := agent.New(cfg, agent.ClientBuilder(c.logger, apiKeyEnv, endpoint), c.logger)
+			a, err := agent.New(cfg, agent.ClientBuilder(c.logger, apiKeyEnv, endpoint), c.logger,
+				agent.WithChecker(agent.EnvChecker(apiKeyEnv)))
 			if err != nil {
 				return err
 			}

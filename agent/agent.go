@@ -40,6 +40,7 @@ type Agent struct {
 	onReport func(seq uint64, w *record.Window)
 	onAck    func(seq uint64)
 	onAssign func(Assignment)
+	check    Checker
 	ran      bool
 	certErr  atomic.Pointer[error] // set by the TLS handshake on a certificate it cannot verify
 }
@@ -65,6 +66,11 @@ func WithReportHook(report func(seq uint64, w *record.Window), ack func(seq uint
 // it applies (a new stage or a reshard of the running one); tests use it to
 // follow the agent's concurrency share.
 func WithAssignmentHook(fn func(Assignment)) Option { return func(a *Agent) { a.onAssign = fn } }
+
+// WithChecker makes the agent check its environment against the run's
+// spec as it joins (see EnvChecker) and tell the coordinator what is
+// missing.
+func WithChecker(c Checker) Option { return func(a *Agent) { a.check = c } }
 
 // New validates cfg and returns an agent. logger may be nil.
 func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent, error) {
@@ -92,8 +98,9 @@ func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent
 }
 
 // Run connects to the coordinator and runs what it assigns until it says
-// stop (then Run returns nil), ctx is done, or the coordinator refuses the
-// agent (bad token, histogram mismatch: a permanent error). While the
+// stop (then Run returns nil, or an error wrapping ErrCannotRun when the
+// agent had told it that it cannot run), ctx is done, or the coordinator
+// refuses the agent (bad token, histogram mismatch: a permanent error). While the
 // coordinator is unreachable Run keeps reconnecting; the load stops after
 // CoordinatorTimeout without word from it.
 func (a *Agent) Run(ctx context.Context) error {
@@ -167,6 +174,7 @@ type engineRun struct {
 	finished bool
 	epoch    uint64
 	close    func() error // the target's, after Run returned
+	err      error        // Run's, set before done is closed
 }
 
 // reshard applies a's members, restarts and take-overs to the indexer.
@@ -178,11 +186,20 @@ func (er *engineRun) reshard(a Assignment) {
 	}
 }
 
-// built is the result of building an engine in the background.
+// revivable reports whether er ran out of conversations in a stage that
+// has not been drained: a new assignment of that stage may hand it more
+// (a lost agent's), which a new engine on the same shard cursor runs.
+func (er *engineRun) revivable(stage int) bool {
+	return er.stage == stage && er.started && er.finished && er.cancel != nil
+}
+
+// built is the result of building an engine in the background; prev is
+// the finished engine of the same stage it continues, if any.
 type built struct {
-	asg Assignment
-	eng *engineRun
-	err error
+	asg  Assignment
+	eng  *engineRun
+	prev *engineRun
+	err  error
 }
 
 // loop is the agent's state, owned by one goroutine.
@@ -203,10 +220,13 @@ type loop struct {
 	phases     []phase // due phases waiting for the engine or their time
 	stopReason string
 	nbg        int
+	checks     chan []Problem // the join check's result
+	checked    bool           // the join check has been started
+	fatal      *Problem       // the fatal problem told to the coordinator
 }
 
 func newLoop(a *Agent) *loop {
-	return &loop{a: a, logger: a.logger, heartbeat: DefaultHeartbeatInterval, built: make(chan built, 1)}
+	return &loop{a: a, logger: a.logger, heartbeat: DefaultHeartbeatInterval, built: make(chan built, 1), checks: make(chan []Problem, 1)}
 }
 
 // errStop ends the loop after the coordinator said stop.
@@ -240,7 +260,15 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 		case err := <-fatal:
 			return err
 		case lk := <-links:
-			l.connected(lk)
+			l.connected(ctx, lk)
+		case ps := <-l.checks:
+			l.nbg--
+			for _, p := range ps {
+				l.tell(p)
+			}
+			if l.fatal == nil && l.link != nil {
+				l.link.send(ready{Epoch: 0}) // checked: it can run
+			}
 		case <-linkDone:
 			l.logger.Warn("connection to coordinator lost")
 			l.link = nil
@@ -254,11 +282,15 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 			}
 		case b := <-l.built:
 			l.building = false
-			l.onBuilt(b)
+			l.onBuilt(ctx, b)
 		case <-engDone:
 			l.eng.finished = true
 			l.logger.Debug("load stopped", "stage", l.eng.stage)
 			l.flush()
+			if err := l.eng.err; err != nil && l.asg != nil {
+				l.tell(Problem{Step: StepRun, Stage: l.eng.stage, Epoch: l.eng.epoch, Class: classOf(err),
+					Message: redact(err.Error(), l.asg.Spec, ""), Fatal: true})
+			}
 		case <-report.C:
 			l.flush()
 		case <-beat.C:
@@ -296,7 +328,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 
 // connected adopts a new link: drop what the coordinator has applied,
 // resend the rest in order, then the latest watermark.
-func (l *loop) connected(lk *link) {
+func (l *loop) connected(ctx context.Context, lk *link) {
 	if l.link != nil {
 		l.link.kill()
 	}
@@ -312,6 +344,31 @@ func (l *loop) connected(lk *link) {
 	}
 	if l.lastWM != nil {
 		lk.send(*l.lastWM)
+	}
+	if l.fatal != nil {
+		lk.send(*l.fatal) // the coordinator may not have heard it
+	}
+	switch spec := lk.welcome.Spec; {
+	case spec != nil && l.a.check != nil && !l.checked:
+		l.checked = true
+		l.nbg++
+		go func() { l.checks <- l.a.check(ctx, *spec) }()
+	case l.fatal == nil && (l.checked || l.a.check == nil):
+		lk.send(ready{Epoch: 0}) // nothing (more) to check: it can run
+	}
+}
+
+// tell sends p to the coordinator (and keeps a fatal one to resend after
+// a reconnect and to return from Run).
+func (l *loop) tell(p Problem) {
+	if p.Fatal {
+		l.logger.Error("cannot run", "step", p.Step, "class", p.Class, "error", p.Message)
+		l.fatal = &p
+	} else {
+		l.logger.Warn("problem", "step", p.Step, "class", p.Class, "message", p.Message)
+	}
+	if l.link != nil {
+		l.link.send(p)
 	}
 }
 
@@ -338,6 +395,9 @@ func (l *loop) handle(ctx context.Context, m any) error {
 	case stop:
 		l.stopReason = m.Reason
 		l.logger.Info("coordinator said stop", "reason", m.Reason)
+		if l.fatal != nil {
+			return fmt.Errorf("%w: %s: %s", ErrCannotRun, l.fatal.Class, l.fatal.Message)
+		}
 		return errStop
 	case welcome:
 		// Only the first message of a stream; handled by connected.
@@ -376,18 +436,23 @@ func (l *loop) startBuild(ctx context.Context, a Assignment) {
 		l.eng.cancel()
 		l.eng.cancel = nil
 	}
+	var prev *engineRun
+	if l.eng != nil && l.eng.revivable(a.Stage) {
+		prev = l.eng
+	}
 	l.building = true
 	l.nbg++
 	go func() {
-		eng, err := l.a.newEngine(ctx, a)
-		l.built <- built{asg: a, eng: eng, err: err}
+		eng, err := l.a.newEngine(ctx, a, prev)
+		l.built <- built{asg: a, eng: eng, prev: prev, err: err}
 	}()
 }
 
-func (l *loop) onBuilt(b built) {
+func (l *loop) onBuilt(ctx context.Context, b built) {
 	l.nbg--
 	if b.err != nil {
-		l.logger.Error("build load engine", "stage", b.asg.Stage, "error", b.err)
+		l.tell(Problem{Step: StepBuild, Stage: b.asg.Stage, Epoch: b.asg.Epoch, Class: classOf(b.err),
+			Message: redact(b.err.Error(), b.asg.Spec, ""), Fatal: true})
 		return
 	}
 	if l.eng != nil && l.eng.started && !l.eng.finished {
@@ -412,11 +477,19 @@ func (l *loop) onBuilt(b built) {
 	if l.link != nil {
 		l.link.send(ready{Epoch: b.asg.Epoch})
 	}
+	if b.prev != nil && b.prev.revivable(b.asg.Stage) {
+		// The stage runs on and its window is open: go on in it at once.
+		l.logger.Debug("continuing the stage's shard", "stage", b.asg.Stage, "window", b.prev.e.Window())
+		l.start(ctx, l.eng, b.prev.e.Window(), time.Now(), time.Now())
+	}
 }
 
 // newEngine builds, configures and warms a stage's engine. It runs on a
 // background goroutine and touches no loop state.
-func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, error) {
+// A prev engine of the same stage that ran out of conversations lends its
+// shard indexer (cursor, restarts) and tracker, so the new engine goes on
+// where it stopped instead of running the shard again.
+func (a *Agent) newEngine(ctx context.Context, asg Assignment, prev *engineRun) (*engineRun, error) {
 	t, err := a.build(ctx, asg.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("build target: %w", err)
@@ -430,9 +503,16 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 		// agent's share of it caps its own, so the fleet never exceeds it.
 		cfg.Concurrency, cfg.RequestRate, cfg.MaxConcurrency = 0, asg.Rate, asg.Concurrency
 	}
-	ix := shard.NewIndexer(asg.Index, asg.Members, asg.Limit)
-	ix.Restart(asg.Restart)
-	tr := newTracker(4*max(asg.Concurrency, 1) + 16)
+	var ix *shard.Indexer
+	var tr *tracker
+	if prev != nil {
+		ix, tr = prev.ix, prev.tr
+		(&engineRun{ix: ix}).reshard(asg)
+	} else {
+		ix = shard.NewIndexer(asg.Index, asg.Members, asg.Limit)
+		ix.Restart(asg.Restart)
+		tr = newTracker(4*max(asg.Concurrency, 1) + 16)
+	}
 	tix := &trackingIndexer{ix: ix, src: t.Source, tr: tr}
 	opts := append([]load.Option{
 		load.WithIndexer(tix),
@@ -442,6 +522,13 @@ func (a *Agent) newEngine(ctx context.Context, asg Assignment) (*engineRun, erro
 	e, err := load.New(cfg, t.Source, t.Streamer, a.rec, a.logger, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new load engine: %w", err)
+	}
+	// Goodput: the recorder counts the requests that meet the spec's
+	// objectives (or none, when it has none).
+	if asg.Spec.SLO.IsZero() {
+		a.rec.SetGood(nil)
+	} else {
+		a.rec.SetGood(asg.Spec.SLO.Good)
 	}
 	if w, ok := t.Streamer.(Warmer); ok {
 		wctx, cancel := context.WithTimeout(ctx, DefaultWarmTimeout)
@@ -493,27 +580,35 @@ func (l *loop) applyPhase(ctx context.Context, p phase, now time.Time) {
 		if eng.started {
 			return
 		}
-		// The engine keeps the loop's values but not its cancellation:
-		// the loop ends it with eng.cancel (a drain, a stop or shutdown)
-		// so its turns finish and are reported.
-		ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		eng.cancel, eng.started = cancel, true
-		go func() {
-			defer close(eng.done)
-			if err := eng.e.Run(ectx); err != nil {
-				l.logger.Error("load engine", "error", err)
-			}
-			if eng.close != nil {
-				if err := eng.close(); err != nil {
-					l.logger.Warn("close target", "error", err)
-				}
-			}
-		}()
-		offset := now.Sub(p.StartAt)
-		l.logger.Debug("load started", "window", p.Window, "offset", offset)
-		if l.link != nil {
-			l.link.send(started{Window: p.Window, Offset: offset})
+		l.start(ctx, eng, p.Window, p.StartAt, now)
+	}
+}
+
+// start runs eng's load in window from now; startAt is when the
+// coordinator asked for it.
+func (l *loop) start(ctx context.Context, eng *engineRun, window uint32, startAt, now time.Time) {
+	eng.e.SetWindow(window)
+	// The engine keeps the loop's values but not its cancellation: the
+	// loop ends it with eng.cancel (a drain, a stop or shutdown) so its
+	// turns finish and are reported.
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	eng.cancel, eng.started = cancel, true
+	go func() {
+		defer close(eng.done)
+		if err := eng.e.Run(ectx); err != nil && ectx.Err() == nil {
+			l.logger.Error("load engine", "error", err)
+			eng.err = err
 		}
+		if eng.close != nil {
+			if err := eng.close(); err != nil {
+				l.logger.Warn("close target", "error", err)
+			}
+		}
+	}()
+	offset := now.Sub(startAt)
+	l.logger.Debug("load started", "window", window, "offset", offset)
+	if l.link != nil {
+		l.link.send(started{Window: window, Offset: offset})
 	}
 }
 
@@ -536,7 +631,7 @@ func (l *loop) flush() {
 		}
 	}
 	if ok {
-		l.lastWM = &watermark{Window: wm, Seq: l.seq, Finished: l.eng.finished}
+		l.lastWM = &watermark{Window: wm, Seq: l.seq, Finished: l.eng.finished, Epoch: l.eng.epoch}
 		if l.link != nil {
 			l.link.send(*l.lastWM)
 		}
@@ -555,9 +650,11 @@ func (l *loop) shutdown() {
 	}
 	l.flush()
 	for l.nbg > 0 {
-		b := <-l.built
+		select {
+		case <-l.built:
+		case <-l.checks:
+		}
 		l.nbg--
-		_ = b
 	}
 	if l.link != nil {
 		l.link.closeSend(5 * time.Second)

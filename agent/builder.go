@@ -33,7 +33,7 @@ func ClientBuilder(logger hclog.Logger, apiKeyEnv, endpoint string) Builder {
 			BaseURL: spec.Target, Model: spec.Model, MaxTokens: spec.Workload.MaxTokens, APIKeyEnv: keyEnv, Endpoint: ep,
 		}, logger)
 		if err != nil {
-			return Target{}, fmt.Errorf("create client: %w", err)
+			return Target{}, &ClassError{Class: ClassConfig, Err: fmt.Errorf("create client: %w", err)}
 		}
 		return Target{Source: src, Streamer: cl, Close: func() error { cl.Close(); return nil }}, nil
 	}

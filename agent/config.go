@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -118,6 +119,11 @@ type Spec struct {
 	APIKeyEnv string
 	// Workload is the whole workload, seed and output cap included.
 	Workload workload.Config
+	// SLO is the goodput objectives: the agent counts the requests that
+	// meet them (record.Counters.Good). Zero: not measured.
+	SLO result.SLO
+	// KeyRequired says the target refuses requests without a key.
+	KeyRequired bool
 }
 
 // Assignment is what the coordinator asks this agent to run.
@@ -159,6 +165,13 @@ type Target struct {
 // the agent's own goroutine. cmd_agent wires it to pkg/client and
 // pkg/workload; tests pass scripted ones.
 type Builder func(ctx context.Context, spec Spec) (Target, error)
+
+// Checker checks this agent's own environment against the run's spec as
+// the agent joins (key variable, dataset, user model, the target's
+// address) and returns what is wrong; a fatal problem keeps the agent from
+// running. cmd_agent wires it to EnvChecker; without one nothing is
+// checked.
+type Checker func(ctx context.Context, spec Spec) []Problem
 
 // Warmer is implemented by streamers that can open their connection pool
 // ahead of the start, so the first turns do not pay for dialing.

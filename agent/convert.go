@@ -25,7 +25,20 @@ func helloToPB(h hello, cfg hdr.Config) *pb.ConnectRequest {
 }
 
 func welcomeFromPB(w *pb.Welcome) welcome {
-	return welcome{Index: int(w.GetIndex()), Acked: w.GetAckedSeq(), Heartbeat: w.GetHeartbeatInterval().AsDuration()}
+	wl := welcome{Index: int(w.GetIndex()), Acked: w.GetAckedSeq(), Heartbeat: w.GetHeartbeatInterval().AsDuration()}
+	if w.GetSpec() != nil {
+		s := specFromPB(w.GetSpec())
+		wl.Spec = &s
+	}
+	return wl
+}
+
+// specFromPB decodes the run's spec of a welcome or an assignment.
+func specFromPB(s *pb.RunSpec) Spec {
+	return Spec{
+		Target: s.GetTarget(), Model: s.GetModel(), Endpoint: s.GetEndpoint(), APIKeyEnv: s.GetApiKeyEnv(),
+		Workload: wire.WorkloadFromProto(s.GetWorkload()), SLO: wire.SLOFromProto(s.GetSlo()), KeyRequired: s.GetKeyRequired(),
+	}
 }
 
 // requestToPB converts an outbound message. Reports whose histograms fail
@@ -44,7 +57,11 @@ func requestToPB(m any) *pb.ConnectRequest {
 		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: r}}
 	case watermark:
 		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Watermark{Watermark: &pb.Watermark{
-			WindowId: m.Window, Seq: m.Seq, Finished: m.Finished,
+			WindowId: m.Window, Seq: m.Seq, Finished: m.Finished, Epoch: m.Epoch,
+		}}}
+	case Problem:
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Problem{Problem: &pb.Problem{
+			Step: m.Step, Stage: uint32(m.Stage), Epoch: m.Epoch, Class: m.Class, Message: m.Message, Fatal: m.Fatal,
 		}}}
 	case heartbeatOut:
 		active := make([]int64, len(m.Active))
@@ -92,7 +109,7 @@ func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
 		Requests: c.Requests, Failed: c.Failed, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens,
 		CachedTokens: c.CachedTokens, RequestsWithCache: c.RequestsWithCache, UsageMissing: c.UsageMissing,
 		ConversationsStarted: c.ConversationsStarted, ConversationsCompleted: c.ConversationsCompleted,
-		Restarted: c.Restarted, Fallbacks: c.Fallbacks, LateSends: c.LateSends, Dropped: c.Dropped,
+		Restarted: c.Restarted, Fallbacks: c.Fallbacks, LateSends: c.LateSends, Dropped: c.Dropped, Good: c.Good,
 	}
 	if len(c.FailedByClass) > 0 {
 		r.Counters.FailedByClass = make(map[string]int64, len(c.FailedByClass))
@@ -135,13 +152,9 @@ func responseFromPB(m *pb.ConnectResponse) (any, error) {
 		for _, t := range a.GetTakeOver() {
 			takeOver = append(takeOver, TakeOver{Index: int(t.GetIndex()), From: int(t.GetNextConversation())})
 		}
-		s := a.GetSpec()
 		return Assignment{
 			Epoch: a.GetEpoch(), Stage: int(a.GetStage()), Index: int(a.GetIndex()), Members: members,
-			Spec: Spec{
-				Target: s.GetTarget(), Model: s.GetModel(), Endpoint: s.GetEndpoint(), APIKeyEnv: s.GetApiKeyEnv(),
-				Workload: wire.WorkloadFromProto(s.GetWorkload()),
-			},
+			Spec:        specFromPB(a.GetSpec()),
 			Concurrency: int(a.GetConcurrency()), Level: int(a.GetLevel()), Rate: a.GetRequestRate(),
 			Mode: a.GetMode(), Restart: restart, Limit: int(a.GetConversationLimit()), TakeOver: takeOver,
 		}, nil

@@ -25,6 +25,7 @@ type welcome struct {
 	Index     int
 	Acked     uint64
 	Heartbeat time.Duration
+	Spec      *Spec // nil from a coordinator that sends none
 }
 
 type phase struct {
@@ -67,6 +68,7 @@ type watermark struct {
 	Window   uint32
 	Seq      uint64
 	Finished bool
+	Epoch    uint64
 }
 
 // heartbeatOut carries the shard cursor and the conversations started or

@@ -56,7 +56,9 @@ func (r *run) reshard(restarts map[int][]int, now time.Time, takeOvers ...takeOv
 	}
 	r.epoch++
 	for i, m := range live {
-		m.share = shares[i]
+		// The new assignment may hand m more conversations: it has
+		// finished only once a watermark of this epoch says so.
+		m.share, m.finished = shares[i], false
 	}
 	for _, m := range live {
 		if m.conn != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -58,6 +59,10 @@ const (
 // during a measured window.
 var ErrAgentLost = errors.New("agent lost")
 
+// ErrAllFailed is wrapped by Run's error when FailFast found that every
+// request of a stage so far failed the same way.
+var ErrAllFailed = errors.New("every request failed")
+
 // Spec is the workload and target every agent runs; the coordinator passes
 // it through to agents unchanged. It holds no secret: API keys are named by
 // environment variables each agent reads.
@@ -71,6 +76,13 @@ type Spec struct {
 	APIKeyEnv string
 	// Workload is the whole workload, seed and output cap included.
 	Workload workload.Config
+	// SLO is the goodput objectives each agent counts requests against
+	// (record.Counters.Good); zero: goodput is not measured.
+	SLO result.SLO
+	// KeyRequired says the target refuses requests without a key (the
+	// coordinator's preflight found it): an agent whose key variable is
+	// unset cannot run and says so as it joins.
+	KeyRequired bool
 }
 
 // Stage is one level of a run: a warm-up window, then measured windows.
@@ -111,6 +123,11 @@ type Config struct {
 	Window time.Duration
 	// OnLoss is the agent-loss policy (default PolicyContinue).
 	OnLoss Policy
+	// FailFast, when positive, ends the run with ErrAllFailed when, this
+	// long after a stage started (warm-up included), its agents have
+	// reported failures of one class and no success: burning the rest of
+	// the stage would measure nothing.
+	FailFast time.Duration
 	// Histogram is the geometry every agent must record with (default
 	// hdr.Default).
 	Histogram hdr.Config

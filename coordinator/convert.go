@@ -42,13 +42,19 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 		}
 		return report{Seq: v.Report.GetSeq(), Window: w}, nil
 	case *pb.ConnectRequest_Watermark:
-		return watermark{Window: v.Watermark.GetWindowId(), Seq: v.Watermark.GetSeq(), Finished: v.Watermark.GetFinished()}, nil
+		return watermark{Window: v.Watermark.GetWindowId(), Seq: v.Watermark.GetSeq(), Finished: v.Watermark.GetFinished(), Epoch: v.Watermark.GetEpoch()}, nil
 	case *pb.ConnectRequest_Heartbeat:
 		active := make([]int, len(v.Heartbeat.GetActiveConversations()))
 		for i, c := range v.Heartbeat.GetActiveConversations() {
 			active[i] = int(c)
 		}
 		return heartbeat{Active: active, Next: int(v.Heartbeat.GetNextConversation())}, nil
+	case *pb.ConnectRequest_Problem:
+		p := v.Problem
+		return problem{
+			Step: p.GetStep(), Stage: int(p.GetStage()), Epoch: p.GetEpoch(), Class: p.GetClass(),
+			Message: clip(p.GetMessage(), maxProblemMessage), Fatal: p.GetFatal(),
+		}, nil
 	case *pb.ConnectRequest_Hello:
 		return nil, fmt.Errorf("convert message: hello after the stream opened")
 	}
@@ -88,7 +94,7 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
 		OutputTokens: c.GetOutputTokens(), CachedTokens: c.GetCachedTokens(), RequestsWithCache: c.GetRequestsWithCache(),
 		UsageMissing: c.GetUsageMissing(), ConversationsStarted: c.GetConversationsStarted(),
 		ConversationsCompleted: c.GetConversationsCompleted(), Restarted: c.GetRestarted(),
-		Fallbacks: c.GetFallbacks(), LateSends: c.GetLateSends(), Dropped: c.GetDropped(),
+		Fallbacks: c.GetFallbacks(), LateSends: c.GetLateSends(), Dropped: c.GetDropped(), Good: c.GetGood(),
 	}
 	for k, v := range c.GetFailedByClass() {
 		if w.Counters.FailedByClass == nil {
@@ -132,6 +138,7 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 	case welcome:
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Welcome{Welcome: &pb.Welcome{
 			Index: int32(m.Index), AckedSeq: m.Acked, HeartbeatInterval: durationpb.New(m.Heartbeat),
+			Spec: specToPB(m.Spec),
 		}}}, nil
 	case assignment:
 		members := make([]int32, len(m.Members))
@@ -148,10 +155,7 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 		}
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Assignment{Assignment: &pb.Assignment{
 			Epoch: m.Epoch, Index: int32(m.Index), Members: members,
-			Spec: &pb.RunSpec{
-				Target: m.Spec.Target, Model: m.Spec.Model, Endpoint: m.Spec.Endpoint, ApiKeyEnv: m.Spec.APIKeyEnv,
-				Workload: wire.WorkloadToProto(m.Spec.Workload),
-			},
+			Spec:        specToPB(m.Spec),
 			Concurrency: int32(m.Concurrency), Level: int32(m.Level), RequestRate: m.Rate, Mode: m.Mode,
 			RestartConversations: restart, Stage: uint32(m.Stage), ConversationLimit: int64(m.Limit),
 			TakeOver: takeOver,
@@ -168,6 +172,26 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Heartbeat{Heartbeat: &pb.Heartbeat{SentAt: timestamppb.Now()}}}, nil
 	}
 	return nil, fmt.Errorf("convert message: unknown message %T", m)
+}
+
+// maxProblemMessage bounds the message of an agent's problem that the
+// coordinator keeps and prints.
+const maxProblemMessage = 1024
+
+// clip cuts s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// specToPB encodes the run's spec for a welcome or an assignment.
+func specToPB(s Spec) *pb.RunSpec {
+	return &pb.RunSpec{
+		Target: s.Target, Model: s.Model, Endpoint: s.Endpoint, ApiKeyEnv: s.APIKeyEnv,
+		Workload: wire.WorkloadToProto(s.Workload), Slo: wire.SLOToProto(s.SLO), KeyRequired: s.KeyRequired,
+	}
 }
 
 func kindToPB(k Kind) pb.PhaseKind {

@@ -116,6 +116,8 @@ type fleet struct {
 	agents  int
 	cfg     coordinator.Config
 	builder agent.Builder
+	// builderFor, when set, gives agent i its own builder.
+	builderFor func(i int) agent.Builder
 	// per-agent hooks and dialers (optional)
 	agentOpts func(i int) []agent.Option
 	agentCfg  func(i int, c *agent.Config)
@@ -173,7 +175,11 @@ func (f fleet) run(t *testing.T, ctx context.Context) (*coordinator.Result, erro
 			if f.agentOpts != nil {
 				opts = f.agentOpts(i)
 			}
-			a, err := agent.New(cfg, f.builder, testLogger(t), opts...)
+			b := f.builder
+			if f.builderFor != nil {
+				b = f.builderFor(i)
+			}
+			a, err := agent.New(cfg, b, testLogger(t), opts...)
 			if err != nil {
 				return err
 			}

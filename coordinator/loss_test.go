@@ -62,6 +62,9 @@ func TestSilentAgentLostWithinTimeout(t *testing.T) {
 			for {
 				select {
 				case m := <-cn.out:
+					if _, ok := m.(welcome); ok {
+						_ = c.submit(ctx, msgEvent{conn: cn, msg: ready{}}) // checked
+					}
 					if a, ok := m.(assignment); ok {
 						if cn == alive {
 							shares <- a.Concurrency
@@ -141,6 +144,9 @@ func TestAgentLostAtOnce(t *testing.T) {
 				for {
 					select {
 					case m := <-cn.out:
+						if _, ok := m.(welcome); ok {
+							_ = c.submit(ctx, msgEvent{conn: cn, msg: ready{}}) // checked
+						}
 						if a, ok := m.(assignment); ok {
 							_ = c.submit(ctx, msgEvent{conn: cn, msg: ready{Epoch: a.Epoch}})
 						}

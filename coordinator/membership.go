@@ -28,8 +28,13 @@ type member struct {
 	finished    bool // load stopped for this stage
 	readyEpoch  uint64
 	share       int
-	active      []int // from the last heartbeat: running or queued below cursor
-	cursor      int   // shard cursor of the last heartbeat
+	active      []int     // from the last heartbeat: running or queued below cursor
+	cursor      int       // shard cursor of the last heartbeat
+	failed      *problem  // the fatal problem it reported, nil while it can run
+	warnings    []problem // non-fatal problems it reported
+	lostWhy     string
+	everReady   bool
+	checked     bool // said it checked its environment (Ready of epoch 0)
 	logger      hclog.Logger
 }
 
@@ -79,9 +84,9 @@ func (r *run) join(h hello, cn *conn, now time.Time) error {
 		m.index = r.freeIndex()
 	}
 	m.logger = r.logger.With("agent_id", m.id, "index", m.index)
-	w := welcome{Index: m.index, Acked: m.applied, Heartbeat: r.cfg.HeartbeatInterval}
+	w := welcome{Index: m.index, Acked: m.applied, Heartbeat: r.cfg.HeartbeatInterval, Spec: r.cfg.Spec}
 	if m.lost || r.byIndex[m.index] != m {
-		m.lost = false
+		m.lost, m.failed, m.lostWhy = false, nil, ""
 		m.finished = false
 		m.hasWM = false
 		m.joined = now
@@ -138,9 +143,18 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 	case heartbeat:
 		m.active, m.cursor = msg.Active, msg.Next
 	case ready:
+		if msg.Epoch == 0 {
+			// Epoch 0: the agent checked its environment against the
+			// spec and can run.
+			m.checked = true
+			break
+		}
 		if msg.Epoch > m.readyEpoch {
 			m.readyEpoch = msg.Epoch
 		}
+		m.everReady = true
+	case problem:
+		r.problem(m, msg, now)
 	case started:
 		if r.st != nil && r.st.res.Offsets != nil {
 			if _, ok := r.st.res.Offsets[m.id]; !ok {
@@ -156,8 +170,10 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 		}
 		// An agent repeats its last watermark until its next stage's
 		// engine is built: a finished one of an earlier stage must not
-		// mark it finished in this one (its windows would close early).
-		if w := r.byID[msg.Window]; msg.Finished && msg.Seq <= m.applied && r.st != nil && w != nil && w.stage == r.st.idx {
+		// mark it finished in this one (its windows would close early),
+		// nor one of an earlier assignment (a reshard may have given it a
+		// lost agent's conversations to run).
+		if w := r.byID[msg.Window]; msg.Finished && msg.Seq <= m.applied && msg.Epoch >= r.epoch && r.st != nil && w != nil && w.stage == r.st.idx {
 			m.finished = true
 		}
 	}
@@ -203,7 +219,7 @@ func (r *run) lose(m *member, now time.Time, why string) {
 	}
 	// The loss instant is the last message, not the deadline base a stall
 	// of this process moved on: coverage must not credit the silence.
-	m.lost, m.lostAt = true, m.heard
+	m.lost, m.lostAt, m.lostWhy = true, m.heard, why
 	if r.byIndex[m.index] == m {
 		delete(r.byIndex, m.index)
 	}

@@ -45,7 +45,21 @@ type hello struct {
 	Incarnation uint64
 }
 
+// ready says an agent applied the assignment of Epoch; Epoch 0 says it
+// checked its environment against the welcome's spec and can run.
 type ready struct{ Epoch uint64 }
+
+// problem is an agent's word that it cannot run (Fatal) or runs with a
+// warning: where (Step "join", "build" or "run"), which stage and epoch,
+// the error's class and its redacted message.
+type problem struct {
+	Step    string
+	Stage   int
+	Epoch   uint64
+	Class   string
+	Message string
+	Fatal   bool
+}
 
 type started struct {
 	Window uint32
@@ -62,6 +76,7 @@ type watermark struct {
 	Window   uint32
 	Seq      uint64
 	Finished bool
+	Epoch    uint64
 }
 
 // heartbeat carries, from agents, the conversations running or queued and
@@ -77,6 +92,7 @@ type welcome struct {
 	Index     int
 	Acked     uint64
 	Heartbeat time.Duration
+	Spec      Spec
 }
 
 type assignment struct {

@@ -11,6 +11,8 @@ import (
 type Result struct {
 	Windows []*WindowResult
 	Stages  []*StageResult
+	// Agents is every agent's status at the end of the run.
+	Agents []AgentStatus
 }
 
 // StageResult is one stage (level and routing mode) of a run.
@@ -30,8 +32,11 @@ type StageResult struct {
 	Measured *record.Window
 	// Windows lists the stage's window ids in order.
 	Windows []uint32
-	// Degraded is set when any measured window of the stage lost an agent.
+	// Degraded is set when any measured window of the stage lost an agent,
+	// or when an agent failed (said it cannot run) before or during it.
 	Degraded bool
+	// Agents is every agent's status when the stage ended.
+	Agents []AgentStatus
 	// Interrupted is set when Run's ctx ended during the stage: its windows
 	// were closed with what had been reported, and Measured covers less
 	// than the planned time.

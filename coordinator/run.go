@@ -112,7 +112,20 @@ func (r *run) step(now time.Time) bool {
 	}
 	switch r.state {
 	case stWaiting:
-		if len(r.byIndex) >= r.cfg.Agents {
+		// An agent counts once it has checked its environment against
+		// the spec, so nothing is assigned to one that cannot run.
+		failed, checked := len(r.failedAgents()), 0
+		for _, m := range r.byIndex {
+			if m.checked {
+				checked++
+			}
+		}
+		if checked >= r.cfg.Agents {
+			r.idle(0, now)
+		} else if failed > 0 && checked == len(r.byIndex) && checked+failed >= r.cfg.Agents {
+			// Every expected agent has answered; the failed ones will not
+			// run (checkFailed ended the run if none is left).
+			r.logger.Warn("starting without the agents that failed", "agents", len(r.byIndex), "failed", failed, "expected", r.cfg.Agents)
 			r.idle(0, now)
 		} else if now.After(r.deadline) {
 			r.err = fmt.Errorf("wait for agents: %d of %d joined in %v", len(r.byIndex), r.cfg.Agents, r.cfg.JoinTimeout)
@@ -197,7 +210,7 @@ func (r *run) abort(reason string, now time.Time) {
 
 // result builds the Result from the run state.
 func (r *run) result() *Result {
-	res := &Result{Stages: r.finished}
+	res := &Result{Stages: r.finished, Agents: r.statuses()}
 	for _, w := range r.windows {
 		res.Windows = append(res.Windows, w.result())
 	}

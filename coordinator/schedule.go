@@ -23,6 +23,7 @@ type stageRun struct {
 	drained  bool
 	reruns   int
 	cur      *window
+	judged   bool // FailFast has looked at the stage
 }
 
 // idle leaves the agents idle until until, then runs BeforeStage(i) and
@@ -60,6 +61,9 @@ func (r *run) startStage(i int, now time.Time) {
 	for _, m := range r.byIndex {
 		m.joined, m.finished, m.hasWM = now, false, false
 	}
+	// The share of agents that failed runs on the others: the stage is
+	// measured with fewer agents than planned.
+	r.st.res.Degraded = len(r.failedAgents()) > 0
 	r.state, r.deadline = stAssigning, now.Add(r.cfg.ReadyTimeout)
 	r.logger.Info("stage assigned", "stage", i, "level", s.Level, "mode", s.Mode, "agents", len(r.byIndex))
 	r.reshard(nil, now)
@@ -115,6 +119,14 @@ func (r *run) advance(now time.Time) {
 			st.cur = w
 		}
 	}
+	if r.cfg.FailFast > 0 && !st.judged && !now.Before(st.start.Add(r.cfg.FailFast)) {
+		st.judged = true
+		if class, example, ok := r.allFailed(st.idx); ok {
+			r.logger.Error("every request failed the same way; stopping early", "stage", st.idx, "after", r.cfg.FailFast, "class", class)
+			r.err = fmt.Errorf("%w in the first %s of stage %d (level %d), all %s (%s); stopped early",
+				ErrAllFailed, r.cfg.FailFast, st.idx, st.stage.Level, class, example)
+		}
+	}
 	allFinished := len(r.byIndex) > 0
 	for _, m := range r.byIndex {
 		allFinished = allFinished && m.finished
@@ -126,6 +138,36 @@ func (r *run) advance(now time.Time) {
 		r.logger.Info("every agent ran out of conversations", "stage", st.idx)
 		r.drainAtTime(now, now)
 	}
+}
+
+// allFailed returns the one class every request of stage so far failed
+// with, as reported, and an example message; ok is false when a request
+// succeeded, none ended, or the failures differ in class.
+func (r *run) allFailed(stage int) (class, example string, ok bool) {
+	var c record.Counters
+	var top []record.ErrorStat
+	for _, w := range r.windows {
+		if w.stage == stage {
+			c.Add(&w.data.Counters)
+			if t := w.data.TopErrors(1); len(t) > 0 && len(top) == 0 {
+				top = t
+			}
+		}
+	}
+	if c.Requests > 0 || c.Failed == 0 || len(c.FailedByClass) != 1 {
+		return "", "", false
+	}
+	for k := range c.FailedByClass {
+		class = string(k)
+	}
+	example = "no message"
+	if len(top) > 0 {
+		example = top[0].Example
+		if example == "" {
+			example = top[0].Message
+		}
+	}
+	return class, example, true
 }
 
 func (r *run) drain(now time.Time) {
@@ -244,6 +286,7 @@ func (r *run) endStage(now time.Time) {
 func (r *run) closeStage(interrupted bool) {
 	st := r.st
 	st.res.Interrupted = interrupted
+	st.res.Agents = r.statuses()
 	st.res.Measured = record.NewWindow(0, r.cfg.Histogram)
 	offsets := make([]time.Duration, 0, len(st.res.Offsets))
 	for _, o := range st.res.Offsets {

@@ -41,6 +41,9 @@ type Counters struct {
 	Fallbacks int64
 	LateSends int64
 	Dropped   int64
+	// Good counts successful requests that met every goodput objective
+	// (vLLM's --goodput), when the Recorder was given them (SetGood).
+	Good int64
 }
 
 // Add adds every counter of o to c.
@@ -64,6 +67,7 @@ func (c *Counters) Add(o *Counters) {
 	c.Fallbacks += o.Fallbacks
 	c.LateSends += o.LateSends
 	c.Dropped += o.Dropped
+	c.Good += o.Good
 }
 
 // Clone returns a copy of c that shares no map with it.
@@ -92,8 +96,8 @@ func (c *Counters) Equal(o *Counters) bool {
 }
 
 // scalars returns every counter but FailedByClass.
-func (c *Counters) scalars() [13]int64 {
+func (c *Counters) scalars() [14]int64 {
 	return [...]int64{c.Requests, c.Failed, c.InputTokens, c.OutputTokens, c.CachedTokens,
 		c.RequestsWithCache, c.UsageMissing, c.ConversationsStarted, c.ConversationsCompleted,
-		c.Restarted, c.Fallbacks, c.LateSends, c.Dropped}
+		c.Restarted, c.Fallbacks, c.LateSends, c.Dropped, c.Good}
 }

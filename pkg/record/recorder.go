@@ -28,6 +28,17 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	windows map[uint32]*Window // guarded by mu; swapped out by Drain
+	good    func(*Sample) bool // guarded by mu; nil: goodput not counted
+}
+
+// SetGood makes Record count in Counters.Good every sample for which good
+// returns true (vLLM's goodput objectives); nil stops counting. good is
+// called under the Recorder's lock and must be quick. Safe for concurrent
+// use.
+func (r *Recorder) SetGood(good func(*Sample) bool) {
+	r.mu.Lock()
+	r.good = good
+	r.mu.Unlock()
 }
 
 // NewRecorder returns an empty Recorder whose windows use cfg. It panics if
@@ -50,7 +61,11 @@ func (r *Recorder) Record(s *Sample) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.window(s.Window).Add(s)
+	w := r.window(s.Window)
+	w.Add(s)
+	if r.good != nil && r.good(s) {
+		w.Counters.Good++
+	}
 }
 
 // Update calls fn with the counters of window under the Recorder's lock, for

@@ -1,6 +1,6 @@
 // Package wire converts the domain types that the coordinator and its
 // agents both send (today: the workload) to and from their protobuf
-// messages. It is the one place outside coordinator/ and agent/ that
+// messages, and the goodput objectives. It is the one place outside coordinator/ and agent/ that
 // imports the generated code, so both ends encode a workload the same way.
 package wire
 
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -54,4 +55,41 @@ func WorkloadFromProto(m *pb.WorkloadSpec) workload.Config {
 		w.UserModel = &workload.UserModelConfig{URL: um.GetUrl(), Model: um.GetModel(), APIKeyEnv: um.GetApiKeyEnv()}
 	}
 	return w
+}
+
+// SLOToProto encodes goodput objectives; the zero SLO is nil (not
+// measured).
+func SLOToProto(s result.SLO) *pb.Slo {
+	if s.IsZero() {
+		return nil
+	}
+	m := &pb.Slo{}
+	if s.TTFT > 0 {
+		m.Ttft = durationpb.New(s.TTFT)
+	}
+	if s.TPOT > 0 {
+		m.Tpot = durationpb.New(s.TPOT)
+	}
+	if s.E2EL > 0 {
+		m.E2El = durationpb.New(s.E2EL)
+	}
+	return m
+}
+
+// SLOFromProto decodes SLOToProto's output; nil is the zero SLO.
+func SLOFromProto(m *pb.Slo) result.SLO {
+	if m == nil {
+		return result.SLO{}
+	}
+	var s result.SLO
+	if m.GetTtft() != nil {
+		s.TTFT = m.GetTtft().AsDuration()
+	}
+	if m.GetTpot() != nil {
+		s.TPOT = m.GetTpot().AsDuration()
+	}
+	if m.GetE2El() != nil {
+		s.E2EL = m.GetE2El().AsDuration()
+	}
+	return s
 }

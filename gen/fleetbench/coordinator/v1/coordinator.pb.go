@@ -216,6 +216,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Report
 	//	*ConnectRequest_Watermark
 	//	*ConnectRequest_Heartbeat
+	//	*ConnectRequest_Problem
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -312,6 +313,15 @@ func (x *ConnectRequest) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *ConnectRequest) GetProblem() *Problem {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_Problem); ok {
+			return x.Problem
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -340,6 +350,10 @@ type ConnectRequest_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,6,opt,name=heartbeat,proto3,oneof"`
 }
 
+type ConnectRequest_Problem struct {
+	Problem *Problem `protobuf:"bytes,7,opt,name=problem,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Ready) isConnectRequest_Msg() {}
@@ -351,6 +365,8 @@ func (*ConnectRequest_Report) isConnectRequest_Msg() {}
 func (*ConnectRequest_Watermark) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Heartbeat) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_Problem) isConnectRequest_Msg() {}
 
 // ConnectResponse is one coordinator-to-agent message.
 type ConnectResponse struct {
@@ -673,8 +689,12 @@ type Welcome struct {
 	AckedSeq uint64 `protobuf:"varint,2,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
 	// Heartbeat interval the coordinator expects.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The run's spec, so that the agent checks its own environment for what
+	// the spec needs (key variable, dataset, user model) as it joins, and
+	// answers with a Problem when something is missing.
+	Spec          *RunSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -724,6 +744,13 @@ func (x *Welcome) GetAckedSeq() uint64 {
 func (x *Welcome) GetHeartbeatInterval() *durationpb.Duration {
 	if x != nil {
 		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+func (x *Welcome) GetSpec() *RunSpec {
+	if x != nil {
+		return x.Spec
 	}
 	return nil
 }
@@ -945,7 +972,14 @@ type RunSpec struct {
 	Workload *WorkloadSpec `protobuf:"bytes,4,opt,name=workload,proto3" json:"workload,omitempty"`
 	// APIKeyEnv names the environment variable holding the target's API
 	// key; each agent reads it from its own environment.
-	ApiKeyEnv     string `protobuf:"bytes,5,opt,name=api_key_env,json=apiKeyEnv,proto3" json:"api_key_env,omitempty"`
+	ApiKeyEnv string `protobuf:"bytes,5,opt,name=api_key_env,json=apiKeyEnv,proto3" json:"api_key_env,omitempty"`
+	// The goodput objectives (vLLM's --goodput): agents count, per window,
+	// the requests that meet every one set (Counters.good). Unset: goodput is
+	// not measured.
+	Slo *Slo `protobuf:"bytes,6,opt,name=slo,proto3" json:"slo,omitempty"`
+	// The coordinator's preflight found that the target refuses requests
+	// without a key: an agent whose key variable is unset cannot run.
+	KeyRequired   bool `protobuf:"varint,7,opt,name=key_required,json=keyRequired,proto3" json:"key_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1015,6 +1049,82 @@ func (x *RunSpec) GetApiKeyEnv() string {
 	return ""
 }
 
+func (x *RunSpec) GetSlo() *Slo {
+	if x != nil {
+		return x.Slo
+	}
+	return nil
+}
+
+func (x *RunSpec) GetKeyRequired() bool {
+	if x != nil {
+		return x.KeyRequired
+	}
+	return false
+}
+
+// Slo is a request's service-level objectives; a zero or unset field sets
+// no bound.
+type Slo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ttft          *durationpb.Duration   `protobuf:"bytes,1,opt,name=ttft,proto3" json:"ttft,omitempty"`
+	Tpot          *durationpb.Duration   `protobuf:"bytes,2,opt,name=tpot,proto3" json:"tpot,omitempty"`
+	E2El          *durationpb.Duration   `protobuf:"bytes,3,opt,name=e2el,proto3" json:"e2el,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Slo) Reset() {
+	*x = Slo{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Slo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Slo) ProtoMessage() {}
+
+func (x *Slo) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Slo.ProtoReflect.Descriptor instead.
+func (*Slo) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Slo) GetTtft() *durationpb.Duration {
+	if x != nil {
+		return x.Ttft
+	}
+	return nil
+}
+
+func (x *Slo) GetTpot() *durationpb.Duration {
+	if x != nil {
+		return x.Tpot
+	}
+	return nil
+}
+
+func (x *Slo) GetE2El() *durationpb.Duration {
+	if x != nil {
+		return x.E2El
+	}
+	return nil
+}
+
 // WorkloadSpec is the whole workload (pkg/workload's Config), so an agent
 // builds the very conversations a local engine would for the same seed.
 type WorkloadSpec struct {
@@ -1049,7 +1159,7 @@ type WorkloadSpec struct {
 
 func (x *WorkloadSpec) Reset() {
 	*x = WorkloadSpec{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1171,7 @@ func (x *WorkloadSpec) String() string {
 func (*WorkloadSpec) ProtoMessage() {}
 
 func (x *WorkloadSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1184,7 @@ func (x *WorkloadSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadSpec.ProtoReflect.Descriptor instead.
 func (*WorkloadSpec) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkloadSpec) GetKind() string {
@@ -1202,7 +1312,7 @@ type UserModel struct {
 
 func (x *UserModel) Reset() {
 	*x = UserModel{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1324,7 @@ func (x *UserModel) String() string {
 func (*UserModel) ProtoMessage() {}
 
 func (x *UserModel) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1337,7 @@ func (x *UserModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserModel.ProtoReflect.Descriptor instead.
 func (*UserModel) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UserModel) GetUrl() string {
@@ -1265,7 +1375,7 @@ type Phase struct {
 
 func (x *Phase) Reset() {
 	*x = Phase{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1387,7 @@ func (x *Phase) String() string {
 func (*Phase) ProtoMessage() {}
 
 func (x *Phase) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1400,7 @@ func (x *Phase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phase.ProtoReflect.Descriptor instead.
 func (*Phase) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Phase) GetWindowId() uint32 {
@@ -1339,7 +1449,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1461,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1474,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Ready) GetEpoch() uint64 {
@@ -1386,7 +1496,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1508,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1521,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Started) GetWindowId() uint32 {
@@ -1448,7 +1558,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1570,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1583,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Report) GetSeq() uint64 {
@@ -1547,7 +1657,7 @@ type ErrorStat struct {
 
 func (x *ErrorStat) Reset() {
 	*x = ErrorStat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1669,7 @@ func (x *ErrorStat) String() string {
 func (*ErrorStat) ProtoMessage() {}
 
 func (x *ErrorStat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1682,7 @@ func (x *ErrorStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorStat.ProtoReflect.Descriptor instead.
 func (*ErrorStat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ErrorStat) GetClass() string {
@@ -1624,7 +1734,7 @@ type MetricHistogram struct {
 
 func (x *MetricHistogram) Reset() {
 	*x = MetricHistogram{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1746,7 @@ func (x *MetricHistogram) String() string {
 func (*MetricHistogram) ProtoMessage() {}
 
 func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1759,7 @@ func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricHistogram.ProtoReflect.Descriptor instead.
 func (*MetricHistogram) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetricHistogram) GetMetric() Metric {
@@ -1689,7 +1799,7 @@ type TurnStats struct {
 
 func (x *TurnStats) Reset() {
 	*x = TurnStats{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1811,7 @@ func (x *TurnStats) String() string {
 func (*TurnStats) ProtoMessage() {}
 
 func (x *TurnStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1824,7 @@ func (x *TurnStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStats.ProtoReflect.Descriptor instead.
 func (*TurnStats) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TurnStats) GetTurn() int32 {
@@ -1783,13 +1893,15 @@ type Counters struct {
 	Fallbacks              int64                  `protobuf:"varint,12,opt,name=fallbacks,proto3" json:"fallbacks,omitempty"`
 	LateSends              int64                  `protobuf:"varint,13,opt,name=late_sends,json=lateSends,proto3" json:"late_sends,omitempty"`
 	Dropped                int64                  `protobuf:"varint,14,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Successful requests that met every objective of the spec's Slo.
+	Good          int64 `protobuf:"varint,15,opt,name=good,proto3" json:"good,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1913,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1926,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Counters) GetRequests() int64 {
@@ -1915,6 +2027,13 @@ func (x *Counters) GetDropped() int64 {
 	return 0
 }
 
+func (x *Counters) GetGood() int64 {
+	if x != nil {
+		return x.Good
+	}
+	return 0
+}
+
 // Watermark says every turn sent in windows up to window_id has finished or
 // timed out, and every report carrying them, up to seq, was sent before it.
 type Watermark struct {
@@ -1923,14 +2042,18 @@ type Watermark struct {
 	Seq      uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The agent's load has stopped for this stage (drained, or its
 	// conversations ran out): no later window will get turns from it.
-	Finished      bool `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
+	Finished bool `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
+	// The assignment epoch the agent's load ran under: a finished load of
+	// an earlier epoch does not finish the agent's part of a later one (a
+	// reshard may have handed it a lost agent's conversations).
+	Epoch         uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Watermark) Reset() {
 	*x = Watermark{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2065,7 @@ func (x *Watermark) String() string {
 func (*Watermark) ProtoMessage() {}
 
 func (x *Watermark) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2078,7 @@ func (x *Watermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
 func (*Watermark) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Watermark) GetWindowId() uint32 {
@@ -1979,6 +2102,13 @@ func (x *Watermark) GetFinished() bool {
 	return false
 }
 
+func (x *Watermark) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // Heartbeat is sent both ways with jitter; a peer silent for the heartbeat
 // timeout is lost.
 type Heartbeat struct {
@@ -1998,7 +2128,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2140,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2153,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Heartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -2047,6 +2177,101 @@ func (x *Heartbeat) GetNextConversation() int64 {
 	return 0
 }
 
+// Problem is something that keeps an agent from running its share, or (not
+// fatal) that the coordinator should know of, with the error's class and a
+// redacted message. An agent sends it at once: the coordinator acts on it
+// instead of waiting for a timeout.
+type Problem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step is where it happened: "join" (the environment check against the
+	// Welcome's spec), "build" (a stage's engine) or "run" (a running
+	// engine).
+	Step string `protobuf:"bytes,1,opt,name=step,proto3" json:"step,omitempty"`
+	// The stage and assignment epoch, for "build" and "run".
+	Stage uint32 `protobuf:"varint,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Class is one of: config, credential, dataset, unreachable, engine.
+	Class   string `protobuf:"bytes,4,opt,name=class,proto3" json:"class,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Fatal problems mean the agent will not run the stage; others are
+	// warnings it runs with.
+	Fatal         bool `protobuf:"varint,6,opt,name=fatal,proto3" json:"fatal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Problem) Reset() {
+	*x = Problem{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Problem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Problem) ProtoMessage() {}
+
+func (x *Problem) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Problem.ProtoReflect.Descriptor instead.
+func (*Problem) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Problem) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *Problem) GetStage() uint32 {
+	if x != nil {
+		return x.Stage
+	}
+	return 0
+}
+
+func (x *Problem) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Problem) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *Problem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Problem) GetFatal() bool {
+	if x != nil {
+		return x.Fatal
+	}
+	return false
+}
+
 // Ack acknowledges every report of the agent up to seq.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2057,7 +2282,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2294,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2307,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -2102,7 +2327,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2339,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2352,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Stop) GetReason() string {
@@ -2141,14 +2366,15 @@ var File_fleetbench_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"+fleetbench/coordinator/v1/coordinator.proto\x12\x19fleetbench.coordinator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x03\n" +
+	"+fleetbench/coordinator/v1/coordinator.proto\x12\x19fleetbench.coordinator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x03\n" +
 	"\x0eConnectRequest\x128\n" +
 	"\x05hello\x18\x01 \x01(\v2 .fleetbench.coordinator.v1.HelloH\x00R\x05hello\x128\n" +
 	"\x05ready\x18\x02 \x01(\v2 .fleetbench.coordinator.v1.ReadyH\x00R\x05ready\x12>\n" +
 	"\astarted\x18\x03 \x01(\v2\".fleetbench.coordinator.v1.StartedH\x00R\astarted\x12;\n" +
 	"\x06report\x18\x04 \x01(\v2!.fleetbench.coordinator.v1.ReportH\x00R\x06report\x12D\n" +
 	"\twatermark\x18\x05 \x01(\v2$.fleetbench.coordinator.v1.WatermarkH\x00R\twatermark\x12D\n" +
-	"\theartbeat\x18\x06 \x01(\v2$.fleetbench.coordinator.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
+	"\theartbeat\x18\x06 \x01(\v2$.fleetbench.coordinator.v1.HeartbeatH\x00R\theartbeat\x12>\n" +
+	"\aproblem\x18\a \x01(\v2\".fleetbench.coordinator.v1.ProblemH\x00R\aproblemB\x05\n" +
 	"\x03msg\"\x8c\x03\n" +
 	"\x0fConnectResponse\x12>\n" +
 	"\awelcome\x18\x01 \x01(\v2\".fleetbench.coordinator.v1.WelcomeH\x00R\awelcome\x12G\n" +
@@ -2171,11 +2397,12 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x0fHistogramConfig\x12#\n" +
 	"\rlowest_micros\x18\x01 \x01(\x03R\flowestMicros\x12%\n" +
 	"\x0ehighest_micros\x18\x02 \x01(\x03R\rhighestMicros\x12/\n" +
-	"\x13significant_figures\x18\x03 \x01(\x05R\x12significantFigures\"\x86\x01\n" +
+	"\x13significant_figures\x18\x03 \x01(\x05R\x12significantFigures\"\xbe\x01\n" +
 	"\aWelcome\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1b\n" +
 	"\tacked_seq\x18\x02 \x01(\x04R\backedSeq\x12H\n" +
-	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xb5\x03\n" +
+	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x126\n" +
+	"\x04spec\x18\x04 \x01(\v2\".fleetbench.coordinator.v1.RunSpecR\x04spec\"\xb5\x03\n" +
 	"\n" +
 	"Assignment\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x14\n" +
@@ -2193,13 +2420,19 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\ttake_over\x18\f \x03(\v2#.fleetbench.coordinator.v1.TakeOverR\btakeOver\"M\n" +
 	"\bTakeOver\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12+\n" +
-	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\xb8\x01\n" +
+	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\x8d\x02\n" +
 	"\aRunSpec\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
 	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x12C\n" +
 	"\bworkload\x18\x04 \x01(\v2'.fleetbench.coordinator.v1.WorkloadSpecR\bworkload\x12\x1e\n" +
-	"\vapi_key_env\x18\x05 \x01(\tR\tapiKeyEnv\"\xe0\x04\n" +
+	"\vapi_key_env\x18\x05 \x01(\tR\tapiKeyEnv\x120\n" +
+	"\x03slo\x18\x06 \x01(\v2\x1e.fleetbench.coordinator.v1.SloR\x03slo\x12!\n" +
+	"\fkey_required\x18\a \x01(\bR\vkeyRequired\"\x92\x01\n" +
+	"\x03Slo\x12-\n" +
+	"\x04ttft\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x04ttft\x12-\n" +
+	"\x04tpot\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04tpot\x12-\n" +
+	"\x04e2el\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04e2el\"\xe0\x04\n" +
 	"\fWorkloadSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x12\n" +
@@ -2265,7 +2498,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\brequests\x18\x04 \x01(\x03R\brequests\x12#\n" +
 	"\rprompt_tokens\x18\x05 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\x06 \x01(\x03R\fcachedTokens\x12.\n" +
-	"\x13requests_with_cache\x18\a \x01(\x03R\x11requestsWithCache\"\x85\x05\n" +
+	"\x13requests_with_cache\x18\a \x01(\x03R\x11requestsWithCache\"\x99\x05\n" +
 	"\bCounters\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\x03R\x06failed\x12^\n" +
@@ -2282,18 +2515,27 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\tfallbacks\x18\f \x01(\x03R\tfallbacks\x12\x1d\n" +
 	"\n" +
 	"late_sends\x18\r \x01(\x03R\tlateSends\x12\x18\n" +
-	"\adropped\x18\x0e \x01(\x03R\adropped\x1a@\n" +
+	"\adropped\x18\x0e \x01(\x03R\adropped\x12\x12\n" +
+	"\x04good\x18\x0f \x01(\x03R\x04good\x1a@\n" +
 	"\x12FailedByClassEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"V\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"l\n" +
 	"\tWatermark\x12\x1b\n" +
 	"\twindow_id\x18\x01 \x01(\rR\bwindowId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1a\n" +
-	"\bfinished\x18\x03 \x01(\bR\bfinished\"\xa0\x01\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\xa0\x01\n" +
 	"\tHeartbeat\x123\n" +
 	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x121\n" +
 	"\x14active_conversations\x18\x02 \x03(\x03R\x13activeConversations\x12+\n" +
-	"\x11next_conversation\x18\x03 \x01(\x03R\x10nextConversation\"\x17\n" +
+	"\x11next_conversation\x18\x03 \x01(\x03R\x10nextConversation\"\x8f\x01\n" +
+	"\aProblem\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\tR\x04step\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\rR\x05stage\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05class\x18\x04 \x01(\tR\x05class\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
+	"\x05fatal\x18\x06 \x01(\bR\x05fatal\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x1e\n" +
 	"\x04Stop\x12\x16\n" +
@@ -2337,7 +2579,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(ThinkKind)(0),                // 0: fleetbench.coordinator.v1.ThinkKind
 	(PhaseKind)(0),                // 1: fleetbench.coordinator.v1.PhaseKind
@@ -2350,65 +2592,73 @@ var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*Assignment)(nil),            // 8: fleetbench.coordinator.v1.Assignment
 	(*TakeOver)(nil),              // 9: fleetbench.coordinator.v1.TakeOver
 	(*RunSpec)(nil),               // 10: fleetbench.coordinator.v1.RunSpec
-	(*WorkloadSpec)(nil),          // 11: fleetbench.coordinator.v1.WorkloadSpec
-	(*UserModel)(nil),             // 12: fleetbench.coordinator.v1.UserModel
-	(*Phase)(nil),                 // 13: fleetbench.coordinator.v1.Phase
-	(*Ready)(nil),                 // 14: fleetbench.coordinator.v1.Ready
-	(*Started)(nil),               // 15: fleetbench.coordinator.v1.Started
-	(*Report)(nil),                // 16: fleetbench.coordinator.v1.Report
-	(*ErrorStat)(nil),             // 17: fleetbench.coordinator.v1.ErrorStat
-	(*MetricHistogram)(nil),       // 18: fleetbench.coordinator.v1.MetricHistogram
-	(*TurnStats)(nil),             // 19: fleetbench.coordinator.v1.TurnStats
-	(*Counters)(nil),              // 20: fleetbench.coordinator.v1.Counters
-	(*Watermark)(nil),             // 21: fleetbench.coordinator.v1.Watermark
-	(*Heartbeat)(nil),             // 22: fleetbench.coordinator.v1.Heartbeat
-	(*Ack)(nil),                   // 23: fleetbench.coordinator.v1.Ack
-	(*Stop)(nil),                  // 24: fleetbench.coordinator.v1.Stop
-	nil,                           // 25: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*Slo)(nil),                   // 11: fleetbench.coordinator.v1.Slo
+	(*WorkloadSpec)(nil),          // 12: fleetbench.coordinator.v1.WorkloadSpec
+	(*UserModel)(nil),             // 13: fleetbench.coordinator.v1.UserModel
+	(*Phase)(nil),                 // 14: fleetbench.coordinator.v1.Phase
+	(*Ready)(nil),                 // 15: fleetbench.coordinator.v1.Ready
+	(*Started)(nil),               // 16: fleetbench.coordinator.v1.Started
+	(*Report)(nil),                // 17: fleetbench.coordinator.v1.Report
+	(*ErrorStat)(nil),             // 18: fleetbench.coordinator.v1.ErrorStat
+	(*MetricHistogram)(nil),       // 19: fleetbench.coordinator.v1.MetricHistogram
+	(*TurnStats)(nil),             // 20: fleetbench.coordinator.v1.TurnStats
+	(*Counters)(nil),              // 21: fleetbench.coordinator.v1.Counters
+	(*Watermark)(nil),             // 22: fleetbench.coordinator.v1.Watermark
+	(*Heartbeat)(nil),             // 23: fleetbench.coordinator.v1.Heartbeat
+	(*Problem)(nil),               // 24: fleetbench.coordinator.v1.Problem
+	(*Ack)(nil),                   // 25: fleetbench.coordinator.v1.Ack
+	(*Stop)(nil),                  // 26: fleetbench.coordinator.v1.Stop
+	nil,                           // 27: fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	5,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
-	14, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
-	15, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
-	16, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
-	21, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
-	22, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
-	7,  // 6: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
-	8,  // 7: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
-	13, // 8: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
-	23, // 9: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
-	24, // 10: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
-	22, // 11: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
-	6,  // 12: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	26, // 13: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	10, // 14: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
-	9,  // 15: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
-	11, // 16: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
-	0,  // 17: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
-	26, // 18: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
-	12, // 19: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
-	1,  // 20: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	27, // 21: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	26, // 22: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
-	18, // 23: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
-	19, // 24: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
-	20, // 25: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	27, // 26: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	27, // 27: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
-	17, // 28: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
-	27, // 29: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
-	2,  // 30: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
-	25, // 31: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	27, // 32: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	3,  // 33: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	4,  // 34: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	34, // [34:35] is the sub-list for method output_type
-	33, // [33:34] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	15, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
+	16, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
+	17, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
+	22, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
+	23, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	24, // 6: fleetbench.coordinator.v1.ConnectRequest.problem:type_name -> fleetbench.coordinator.v1.Problem
+	7,  // 7: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
+	8,  // 8: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
+	14, // 9: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
+	25, // 10: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
+	26, // 11: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
+	23, // 12: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	6,  // 13: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
+	28, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	10, // 15: fleetbench.coordinator.v1.Welcome.spec:type_name -> fleetbench.coordinator.v1.RunSpec
+	10, // 16: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
+	9,  // 17: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
+	12, // 18: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
+	11, // 19: fleetbench.coordinator.v1.RunSpec.slo:type_name -> fleetbench.coordinator.v1.Slo
+	28, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
+	28, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
+	28, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
+	0,  // 23: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
+	28, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
+	13, // 25: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
+	1,  // 26: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
+	29, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	28, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	19, // 29: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
+	20, // 30: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
+	21, // 31: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
+	29, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	29, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	18, // 34: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
+	29, // 35: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
+	2,  // 36: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
+	27, // 37: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	29, // 38: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 39: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 40: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -2423,6 +2673,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 		(*ConnectRequest_Report)(nil),
 		(*ConnectRequest_Watermark)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
+		(*ConnectRequest_Problem)(nil),
 	}
 	file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
@@ -2438,7 +2689,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
