@@ -53,6 +53,7 @@ type coordinatorOptions struct {
 	dryRun, skipPreflight                         bool
 	thresholds                                    []string
 	judged                                        []result.Threshold
+	goodput                                       string
 }
 
 func (c *cli) coordinatorCmd() *cobra.Command {
@@ -68,6 +69,7 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 			Agents: 1, Spec: coordinator.Spec{Workload: workload.Default()},
 			HeartbeatInterval: coordinator.DefaultHeartbeatInterval, HeartbeatTimeout: coordinator.DefaultHeartbeatTimeout,
 			Grace: coordinator.DefaultGrace, JoinTimeout: coordinator.DefaultJoinTimeout, OutDir: "out/coordinator",
+			FailFast: flags.DefaultFailFast,
 		},
 		endpoint: flags.DefaultEndpoint, apiKeyEnv: flags.DefaultAPIKeyEnv, levels: []int{8},
 		warmup: flags.DefaultWarmup, duration: flags.DefaultDuration, cooldown: flags.DefaultCooldown,
@@ -106,6 +108,8 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	fs.DurationVar(&o.cfg.Window, "window", 0, "window length (0: one window per level)")
 	fs.IntVar(&o.conversations, "conversations", 0, "run exactly conversations 0..N-1 (0: unbounded)")
 	flags.Group(fs, flags.GroupLoad, "mode", "window", "conversations")
+	flags.FailFast(fs, &o.cfg.FailFast)
+	flags.Goodput(fs, &o.goodput)
 	fs.StringVar(&o.cfg.OutDir, "out", o.cfg.OutDir, "directory for window-<id>.json files and stage-<i>/result.json")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
@@ -144,6 +148,9 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	if cfg.Spec.Target == "" {
 		return cfg, fmt.Errorf("--target is required: the agents need a server to load")
 	}
+	if err := client.CheckBaseURL(cfg.Spec.Target); err != nil {
+		return cfg, fmt.Errorf("--target: %w", err)
+	}
 	if cfg.Spec.Model == "" {
 		return cfg, fmt.Errorf("--model is required with --target")
 	}
@@ -156,7 +163,7 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	if err := cfg.Spec.Workload.Validate(); err != nil {
 		return cfg, fmt.Errorf("workload: %w", err)
 	}
-	if o.judged, err = parseThresholds(o.thresholds, false); err != nil {
+	if cfg.Spec.SLO, o.judged, err = parseJudging(o.goodput, o.thresholds); err != nil {
 		return cfg, err
 	}
 	for _, l := range o.levels {
@@ -180,6 +187,8 @@ func (c *cli) coordinate(cmd *cobra.Command, o *coordinatorOptions, cfg coordina
 		if err := ready.Preflight(ctx, cc, 0, c.logger.Named("preflight")); err != nil {
 			return err
 		}
+		// Agents without the key then say so as they join, at once.
+		cfg.Spec.KeyRequired = ready.KeyRequired(ctx, cc)
 	}
 	token, err := loadToken(o.tokenFile)
 	if err != nil {

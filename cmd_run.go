@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,7 +27,7 @@ type runOptions struct {
 	rc                              fleet.RunConfig
 	levels                          []int
 	headers, metadata, thresholds   []string
-	goodput                         []string
+	goodput                         string
 	extraBody, percentiles, arrival string
 	burstiness                      float64
 	dryRun                          bool
@@ -97,16 +96,16 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&o.arrival, "arrival", o.arrival, "open loop arrival process: poisson or gamma")
 	fs.Float64Var(&o.burstiness, "burstiness", o.burstiness, "gamma arrivals: shape (below 1 burstier, above 1 more regular)")
 	fs.IntVar(&rc.Load.MaxConcurrency, "max-concurrency", 0, "open loop: cap on concurrent conversations (0: none)")
-	fs.DurationVar(&rc.FailFast, "fail-fast", 10*time.Second, "stop when every request of this first stretch failed with one error class (0: never)")
+	rc.FailFast = flags.DefaultFailFast
+	flags.FailFast(fs, &rc.FailFast)
 	fs.IntVar(&rc.Load.TotalRequests, "num-prompts", 0, "request budget: stop after N turns (0: unlimited; no warm-up and no time limit unless set)")
-	flags.Group(fs, flags.GroupLoad, "fail-fast", "drain-timeout", "ramp-up", "arrival", "burstiness", "max-concurrency", "num-prompts")
+	flags.Group(fs, flags.GroupLoad, "drain-timeout", "ramp-up", "arrival", "burstiness", "max-concurrency", "num-prompts")
 
 	fs.StringVar(&rc.OutDir, "out", "", "output directory for result.json (and requests.jsonl); required")
 	fs.BoolVar(&rc.SaveRequests, "save-requests", false, "write every request to OUT/requests.jsonl")
 	fs.StringVar(&o.percentiles, "percentiles", o.percentiles, "extra latency percentiles, comma-separated")
-	fs.StringArrayVar(&o.goodput, "goodput", nil, "vLLM's goodput SLOs: a request counts only if it meets every one named, KEY:MS with KEY ttft, tpot or e2el, e.g. --goodput ttft:400,tpot:60 (repeatable)")
+	flags.Goodput(fs, &o.goodput)
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
-	flags.Group(fs, flags.GroupOutput, "goodput")
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
 	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
@@ -176,18 +175,11 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 		}
 		rc.Client.Headers[k] = strings.TrimSpace(v)
 	}
-	if len(o.goodput) > 0 {
-		slo, err := result.ParseSLO(strings.Join(o.goodput, " "))
-		if err != nil {
-			return rc, fmt.Errorf("--goodput: %w", err)
-		}
-		rc.SLO = slo
-	}
-	ths, err := parseThresholds(o.thresholds, !rc.SLO.IsZero())
+	slo, ths, err := parseJudging(o.goodput, o.thresholds)
 	if err != nil {
 		return rc, err
 	}
-	rc.Thresholds = ths
+	rc.SLO, rc.Thresholds = slo, ths
 	for _, m := range o.metadata {
 		k, v, ok := strings.Cut(m, "=")
 		if k = strings.TrimSpace(k); !ok || k == "" {
@@ -228,6 +220,20 @@ func writeDryRun(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "# fleetbench %s: validated configuration (dry run: nothing started, nothing sent)\n%s", version, b)
 	return err
+}
+
+// parseJudging parses --goodput and --threshold, the same way in every
+// command.
+func parseJudging(goodput string, thresholds []string) (result.SLO, []result.Threshold, error) {
+	var slo result.SLO
+	if goodput != "" {
+		var err error
+		if slo, err = result.ParseSLO(goodput); err != nil {
+			return slo, nil, fmt.Errorf("--goodput: %w", err)
+		}
+	}
+	ths, err := parseThresholds(thresholds, !slo.IsZero())
+	return slo, ths, err
 }
 
 // parseThresholds parses --threshold values; goodput ones need SLOs.

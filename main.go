@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/result"
 )
@@ -32,9 +33,9 @@ const (
 	exitUsage = 2
 	// exitThresholds: the run completed and its result is saved, but a
 	// --threshold failed.
-	exitThresholds = 3
-	// exitAllFailed: the run completed and its result is saved, but every
-	// request failed.
+	exitThresholds = flags.ExitThresholds
+	// exitAllFailed: every request failed (the result is saved), or a
+	// stage measured no request at all.
 	exitAllFailed   = 4
 	exitInterrupted = 130
 )
@@ -71,7 +72,7 @@ func runMain(ctx context.Context, stop func(), args []string, stdout, stderr io.
 	case errorsAs[*result.ThresholdError](err):
 		fmt.Fprintf(stderr, "%s: %v\n", c.path(root), err)
 		return exitThresholds
-	case errors.Is(err, fleet.ErrAllFailed):
+	case errors.Is(err, fleet.ErrAllFailed), errors.Is(err, fleet.ErrNothingMeasured):
 		fmt.Fprintf(stderr, "%s: %v\n", c.path(root), err)
 		return exitAllFailed
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -67,6 +68,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Version is fleetbench's, which local agents report when they join.
 	Version string
+	// SLO is the goodput objectives every agent counts requests against
+	// (zero: goodput is not measured); KeyRequired says the target needs
+	// the key (agents without it are refused as they join); FailFast ends
+	// the run when a stage's requests all fail one way (coordinator.Config).
+	SLO         result.SLO
+	KeyRequired bool
+	FailFast    time.Duration
 }
 
 // Remote is a fleet of external agents. It is a plain value.
@@ -162,9 +170,12 @@ func Run(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinator.Res
 // coordinatorConfig is the coordinator's configuration for cfg, less the
 // number of agents.
 func (cfg Config) coordinatorConfig() coordinator.Config {
-	spec := coordinator.Spec{Target: cfg.Client.BaseURL, Model: cfg.Client.Model, Endpoint: cfg.Endpoint, APIKeyEnv: cfg.Client.APIKeyEnv, Workload: cfg.Workload}
+	spec := coordinator.Spec{
+		Target: cfg.Client.BaseURL, Model: cfg.Client.Model, Endpoint: cfg.Endpoint, APIKeyEnv: cfg.Client.APIKeyEnv,
+		Workload: cfg.Workload, SLO: cfg.SLO, KeyRequired: cfg.KeyRequired,
+	}
 	return coordinator.Config{
-		Spec: spec, Stages: cfg.Stages, Window: cfg.Window, OutDir: cfg.OutDir, StartDelay: 200 * time.Millisecond,
+		Spec: spec, Stages: cfg.Stages, Window: cfg.Window, OutDir: cfg.OutDir, StartDelay: 200 * time.Millisecond, FailFast: cfg.FailFast,
 		BeforeStage: cfg.BeforeStage, OnWindowClosed: cfg.OnWindowClosed, OnStageDone: cfg.OnStageDone, OnReport: cfg.OnReport,
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
@@ -58,8 +59,10 @@ func (c RunConfig) Run(ctx context.Context, logger hclog.Logger, stdout, stderr 
 }
 
 // ErrAllFailed is returned by RunConfig.Run, after the result is saved,
-// when every request of the measurement failed.
-var ErrAllFailed = errors.New("every request failed")
+// when every request of the measurement failed, and wrapped by a fleet's
+// error when its fail-fast found every request of a stage failing one way
+// (it is coordinator.ErrAllFailed).
+var ErrAllFailed = coordinator.ErrAllFailed
 
 // levelRun is one call of RunConfig.Run.
 type levelRun struct {
@@ -194,15 +197,16 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	}
 
 	rec := record.NewRecorder(hdr.Default)
+	if !c.SLO.IsZero() {
+		rec.SetGood(c.SLO.Good)
+	}
 	origin := time.Now().Add(c.Warmup)
 	peaks := result.NewPeaks(origin)
-	good := result.NewGoodCounter(c.SLO)
 	tally := newTally()
 	observe := func(s *record.Sample) {
 		tally.add(s) // the warm-up's too: errors show from the first second
 		if s.Window == windowMeasure {
 			peaks.Add(s)
-			good.Add(s)
 		}
 		if reqLog != nil {
 			_ = reqLog.Write(s) // the first error is sticky; Close reports it
@@ -280,7 +284,7 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	}
 	facts := c.resultLoad(target, model, src.Name()).Facts(origin, origin.Add(dur), dur)
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
-	facts.SLO, facts.GoodRequests = c.SLO, good.Count(windowMeasure)
+	facts.SLO = c.SLO
 	facts.Interrupted = interrupted
 	return r.writeResult(ctx, w, facts, logErr, nil)
 }
@@ -357,7 +361,7 @@ func (r *levelRun) nothingMeasured(ctx context.Context, logErr error) error {
 		fmt.Fprintln(r.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
 		return errors.Join(ctx.Err(), logErr)
 	}
-	return errors.Join(errors.New("no turn was sent in the measurement window"), logErr)
+	return errors.Join(fmt.Errorf("%w: no turn was sent in the measurement window", ErrNothingMeasured), logErr)
 }
 
 // writeResult summarises the measurement window w, prints the vLLM block

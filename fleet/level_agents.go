@@ -48,9 +48,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	origin := time.Now()
 	var peaksMu sync.Mutex
 	peaks := map[uint32]*result.Peaks{}
-	good := result.NewGoodCounter(c.SLO)
 	observe := func(s *record.Sample) {
-		good.Add(s)
 		peaksMu.Lock()
 		p := peaks[s.Window]
 		if p == nil {
@@ -73,7 +71,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	res, runErr := Run(ctx, Quiet(logger.Named("fleet")), Config{
 		Agents: c.Agents, Stages: []coordinator.Stage{stage}, Client: c.clientConfig(target, model), Source: src,
 		Workload:      workload.Config{Seed: wl.Seed, MaxTokens: wl.MaxTokens, SessionHeader: wl.SessionHeader},
-		EngineOptions: engOpts, Observe: observe, Version: c.Version,
+		EngineOptions: engOpts, Observe: observe, Version: c.Version, SLO: c.SLO, FailFast: c.FailFast,
 	})
 	interrupted := ctx.Err() != nil
 	if runErr != nil && !interrupted {
@@ -98,9 +96,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	facts := rl.Facts(sm.Start, sm.Start.Add(dur), dur)
 	merged := result.NewPeaks(origin)
 	perAgent := map[string]int64{}
-	var measuredIDs []uint32
 	for _, w := range StageWindows(res, st) {
-		measuredIDs = append(measuredIDs, w.ID)
 		peaksMu.Lock()
 		p := peaks[w.ID]
 		peaksMu.Unlock()
@@ -112,7 +108,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 		}
 	}
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
-	facts.SLO, facts.GoodRequests = c.SLO, good.Count(measuredIDs...)
+	facts.SLO, facts.AgentNotes = c.SLO, AgentNotes(st.Agents)
 	facts.Interrupted = interrupted
 	agents := make([]string, 0, len(perAgent))
 	for _, id := range slices.Sorted(maps.Keys(perAgent)) {

@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
@@ -96,4 +98,29 @@ func MeasureStage(res *coordinator.Result, st *coordinator.StageResult) (*Measur
 	}
 	m.Agents = len(agents)
 	return m, nil
+}
+
+// ErrNothingMeasured is wrapped by the error of a command whose stage (a
+// level of a run, sweep or coordinator) measured not one request: such a
+// stage is an error in every output, never a row of zeros.
+var ErrNothingMeasured = errors.New("measured no requests")
+
+// AgentNotes returns one line per agent that did not simply run: failed
+// (with the reason it gave), lost, never ready, or warned.
+func AgentNotes(statuses []coordinator.AgentStatus) []string {
+	var out []string
+	for _, s := range statuses {
+		if s.State != coordinator.StateReady || len(s.Warnings) > 0 {
+			out = append(out, s.String())
+		}
+	}
+	return out
+}
+
+// notesSuffix is ": note; note" or "".
+func notesSuffix(notes []string) string {
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (agents: " + strings.Join(notes, "; ") + ")"
 }

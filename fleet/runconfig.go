@@ -93,6 +93,11 @@ func (c RunConfig) Validate() error {
 	if c.OutDir == "" {
 		bad("--out DIR is required")
 	}
+	if c.Client.BaseURL != "" {
+		if err := client.CheckBaseURL(c.Client.BaseURL); err != nil {
+			bad("--target: " + err.Error())
+		}
+	}
 	if l.OpenLoop() {
 		if l.Concurrency != 0 {
 			bad("--concurrency is the closed loop's; with --request-rate cap concurrency with --max-concurrency")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
@@ -15,13 +16,18 @@ import (
 
 // WriteStages prints to w the vLLM block of each measured stage of res, a
 // run of cfg, and writes its result.json to outDir/stage-<i>/; version is
-// fleetbench's. Stages that measured nothing are skipped. Each stage's
-// result is judged by ths after it is saved; the failures of every stage
-// are returned as one *result.ThresholdError.
+// fleetbench's. Each stage's result is judged by ths after it is saved.
+// A stage that measured nothing has no result: it is an error wrapping
+// ErrNothingMeasured, returned after the other stages are written; else
+// the failures of every stage are returned as one *result.ThresholdError.
 func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, outDir, version string, ths []result.Threshold) error {
 	var failed []result.Verdict
+	var empty []string
 	for _, s := range res.Stages {
 		if s.Measured == nil || s.Measured.Counters.Requests+s.Measured.Counters.Failed == 0 {
+			if !s.Interrupted {
+				empty = append(empty, fmt.Sprintf("stage %d (level %d%s)%s", s.Index, s.Level, modeSuffix(s.Mode), notesSuffix(AgentNotes(s.Agents))))
+			}
 			continue
 		}
 		// The stage's measured time: its measured windows not re-run.
@@ -46,7 +52,9 @@ func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, o
 		if s.RequestRate > 0 {
 			load.MaxConcurrency = 0
 		}
-		sum, err := result.New(s.Measured, load.Facts(start, end, dur))
+		facts := load.Facts(start, end, dur)
+		facts.SLO, facts.AgentNotes = cfg.Spec.SLO, AgentNotes(s.Agents)
+		sum, err := result.New(s.Measured, facts)
 		if err != nil {
 			return fmt.Errorf("summarise stage %d: %w", s.Index, err)
 		}
@@ -71,6 +79,9 @@ func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, o
 			return err
 		}
 	}
+	if len(empty) > 0 {
+		return fmt.Errorf("%s: %w", strings.Join(empty, "; "), ErrNothingMeasured)
+	}
 	if len(failed) > 0 {
 		return &result.ThresholdError{Failed: failed}
 	}
@@ -88,10 +99,20 @@ func PrintStages(w io.Writer, res *coordinator.Result) {
 		if m == nil {
 			continue
 		}
+		if m.Counters.Requests+m.Counters.Failed == 0 {
+			fmt.Fprintf(w, "%-6d %-8d %-10s %9s (no request measured)\n", s.Index, s.Level, s.Mode, "-")
+			continue
+		}
 		ttft, e2e := m.Hist[record.TTFT], m.Hist[record.E2E]
 		fmt.Fprintf(w, "%-6d %-8d %-10s %9d %9s %9s %9s %9s %9s %9s %t\n",
 			s.Index, s.Level, s.Mode, m.Counters.Requests, ms(ttft.Percentile(50)), ms(ttft.Percentile(95)),
 			ms(ttft.Percentile(99)), ms(e2e.Percentile(50)), ms(e2e.Percentile(99)), ms(s.StartSkew), s.Degraded)
+	}
+	if len(res.Agents) > 0 {
+		fmt.Fprintln(w, "Agents:")
+		for _, a := range res.Agents {
+			fmt.Fprintf(w, "  %s\n", a)
+		}
 	}
 }
 
@@ -104,7 +125,7 @@ func modeSuffix(mode string) string {
 
 func degradedSuffix(d bool) string {
 	if d {
-		return ", degraded: an agent was lost"
+		return ", degraded: an agent was lost or failed"
 	}
 	return ""
 }

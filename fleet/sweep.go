@@ -17,6 +17,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
@@ -59,10 +60,13 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 	// Before anything is created (an output directory, the agents' Job):
 	// a target that cannot serve ends the sweep now. The in-process
 	// simulator is not checked.
+	keyRequired := false
 	if simCfg == nil && !spec.SkipPreflight {
 		if err := ready.Preflight(ctx, spec.ClientConfig(), 0, logger.Named("preflight")); err != nil {
 			return err
 		}
+		// Agents without the key then say so as they join, at once.
+		keyRequired = ready.KeyRequired(ctx, spec.ClientConfig())
 	}
 	if fresh {
 		if err := sweeprun.CheckFresh(spec.Output); err != nil {
@@ -100,16 +104,17 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 		}
 		defer agents.Stop()
 		remote.Agents, remote.Losses = cc.Agents, agents.Losses()
-		err = runSweep(kctx, logger, cfg, spec, simCfg, plan, id, !fl.NoRestore, remote, cfg.Registerer)
+		err = runSweep(kctx, logger, cfg, spec, simCfg, plan, id, !fl.NoRestore, remote, keyRequired)
 		return kubejob.Cause(kctx, err)
 	}
-	return runSweep(ctx, logger, cfg, spec, simCfg, plan, id, !fl.NoRestore, remote, cfg.Registerer)
+	return runSweep(ctx, logger, cfg, spec, simCfg, plan, id, !fl.NoRestore, remote, keyRequired)
 }
 
 // sweep runs plan and renders the report.
 func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *sweep.Spec, simCfg *sweep.Sim, plan *sweep.Plan, id string, restore bool,
-	remote *Remote, reg prometheus.Registerer) error {
+	remote *Remote, keyRequired bool) error {
 	logger = logger.Named("sweep")
+	reg := cfg.Registerer
 	sm, err := sweeprun.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -165,6 +170,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	fc := Config{
 		Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
 		Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg, Version: cfg.Version,
+		SLO: spec.SLO(), KeyRequired: keyRequired, FailFast: spec.FailFast.D(),
 	}
 	if remote != nil {
 		// Remote agents' samples stay with them: their interval reports
@@ -207,6 +213,56 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		return err
 	}
 	printSweepSummary(cfg.Stdout, res, rendered, simCfg, w.TSVPath(), time.Since(start))
+	return judgePoints(cfg.Stdout, res.Points, spec, src.Name(), cfg.Version)
+}
+
+// judgePoints judges every point of the sweep by the spec's thresholds,
+// printing a pass or fail line for each; the failures of every point are
+// returned as one *result.ThresholdError.
+func judgePoints(w io.Writer, points []report.Point, spec *sweep.Spec, workloadName, version string) error {
+	ths := spec.ParsedThresholds()
+	if len(ths) == 0 {
+		return nil
+	}
+	raws := make([]string, len(ths))
+	for i, th := range ths {
+		raws[i] = th.Raw
+	}
+	fmt.Fprintf(w, "Thresholds (%s), judged on every point:\n", strings.Join(raws, ", "))
+	var failed []result.Verdict
+	for _, p := range points {
+		if p.Window == nil {
+			continue
+		}
+		dur := p.MeasureEnd.Sub(p.MeasureStart)
+		load := result.Load{
+			Target: spec.Target, Model: spec.Model, Workload: workloadName, Version: version, Label: p.Mode,
+			MaxConcurrency: p.Level, RequestRate: p.RPS, Backend: result.BackendFor(spec.Endpoint),
+		}
+		facts := load.Facts(p.MeasureStart, p.MeasureEnd, dur)
+		facts.SLO = spec.SLO()
+		sum, err := result.New(p.Window, facts)
+		if err != nil {
+			return fmt.Errorf("judge %s at %d sessions: %w", p.Mode, p.Level, err)
+		}
+		where := fmt.Sprintf("run %d, %s at %d sessions", p.Run, p.Mode, p.Level)
+		var bad []string
+		for _, th := range ths {
+			if v := th.Check(sum, p.Window); !v.Pass {
+				bad = append(bad, fmt.Sprintf("%s measured %s", th.Raw, v.Measured()))
+				v.Raw = where + ": " + v.Raw
+				failed = append(failed, v)
+			}
+		}
+		if len(bad) == 0 {
+			fmt.Fprintf(w, "  pass  %s\n", where)
+		} else {
+			fmt.Fprintf(w, "  FAIL  %s: %s\n", where, strings.Join(bad, "; "))
+		}
+	}
+	if len(failed) > 0 {
+		return &result.ThresholdError{Failed: failed}
+	}
 	return nil
 }
 

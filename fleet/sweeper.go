@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -83,9 +84,16 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 		if err != nil {
 			return err
 		}
+		notes := AgentNotes(st.Agents)
+		if c := sm.Window.Counters; c.Requests+c.Failed == 0 {
+			// Never a row of zeros: a level that measured nothing ends
+			// the sweep with what the agents said.
+			return fmt.Errorf("%w%s", ErrNothingMeasured, notesSuffix(notes))
+		}
 		if err := h.Done(st.Index, &sweeprun.Measurement{
 			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
 			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
+			AgentNotes: notes,
 		}); err != nil {
 			return err
 		}

@@ -103,22 +103,33 @@ type Config struct {
 
 // Validate reports every problem with c, joined, or nil. It does not read
 // the environment; New does.
+// CheckBaseURL reports a base URL that cannot be a target: not http(s),
+// no host, or a query or fragment. The URL may hold a password or a key
+// in its query: the error shows it redacted, and a parse error only its
+// cause (url.Error quotes the URL).
+func CheckBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("parse base URL: %w", err)
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("base URL %q must be http:// or https:// with a host, e.g. http://localhost:8000", RedactURL(raw))
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("base URL %q must not have a query or fragment", RedactURL(raw)+"?...")
+	}
+	return nil
+}
+
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("client config: "+format, args...))
 	}
-	// The URL may hold a password or a key in its query: errors show it
-	// redacted, and a parse error only its cause (url.Error quotes it).
-	if u, err := url.Parse(c.BaseURL); err != nil {
-		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			err = ue.Err
-		}
-		add("parse base URL: %w", err)
-	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("base URL %q must be http:// or https:// with a host", RedactURL(c.BaseURL))
-	} else if u.RawQuery != "" || u.Fragment != "" {
-		add("base URL %q must not have a query or fragment", RedactURL(c.BaseURL)+"?...")
+	if err := CheckBaseURL(c.BaseURL); err != nil {
+		add("%w", err)
 	}
 	if c.Model == "" {
 		add("model is required")

@@ -101,7 +101,7 @@ func Preflight(fs *pflag.FlagSet, skip *bool) {
 // checked on each result (result.ParseThreshold); exitCode is the exit
 // code a failed one gives, for the help text.
 func Thresholds(fs *pflag.FlagSet, ths *[]string, exitCode int) {
-	fs.StringArrayVar(ths, "threshold", nil, fmt.Sprintf("pass/fail criterion checked on each result, e.g. 'ttft_p95<400ms', 'error_rate<1%%', 'goodput>5'; a failed one exits %d (repeatable)", exitCode))
+	fs.StringArrayVar(ths, "threshold", *ths, fmt.Sprintf("pass/fail criterion checked on each result, e.g. 'ttft_p95<400ms', 'error_rate<1%%', 'goodput>5'; a failed one exits %d (repeatable)", exitCode))
 	Group(fs, GroupOutput, "threshold")
 }
 
@@ -266,3 +266,48 @@ func ParseInts(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// ExitThresholds is the exit code of a command whose results are saved
+// but failed a --threshold (the README lists every exit code).
+const ExitThresholds = 3
+
+// DefaultFailFast is how long a level may run with every request failing
+// the same way before the command stops early.
+const DefaultFailFast = 10 * time.Second
+
+// Goodput registers --goodput (repeatable), vLLM's goodput objectives,
+// bound to slo: every value typed is appended, space-separated, in the
+// form result.ParseSLO reads ("ttft:400 tpot:60"); the first replaces the
+// default (a sweep file's).
+func Goodput(fs *pflag.FlagSet, slo *string) {
+	fs.Var(&joinValue{p: slo}, "goodput", "vLLM's goodput SLOs: a request is good only if it meets every one named, KEY:MS with KEY ttft, tpot or e2el, e.g. --goodput ttft:400,tpot:60 (repeatable); adds goodput and SLO attainment to the results")
+	Group(fs, GroupOutput, "goodput")
+}
+
+// FailFast registers --fail-fast, bound to d (its current value is the
+// default shown).
+func FailFast(fs *pflag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "fail-fast", *d, "stop when every request of a level's first stretch (warm-up included) failed with one error class (0: never)")
+	Group(fs, GroupLoad, "fail-fast")
+}
+
+// joinValue is a repeatable string flag whose values are joined with
+// spaces; the first Set replaces the default.
+type joinValue struct {
+	p   *string
+	set bool
+}
+
+func (v *joinValue) Set(s string) error {
+	if !v.set {
+		*v.p, v.set = "", true
+	}
+	if *v.p != "" {
+		*v.p += " "
+	}
+	*v.p += strings.TrimSpace(s)
+	return nil
+}
+
+func (v *joinValue) String() string { return *v.p }
+func (v *joinValue) Type() string   { return "KEY:MS" }

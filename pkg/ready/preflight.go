@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -106,4 +107,26 @@ func keyHint(env string) string {
 		return "no API key was sent: name its environment variable with --api-key-env"
 	}
 	return fmt.Sprintf("the API key is read from $%s (--api-key-env): check it is set and valid", env)
+}
+
+// KeyRequired reports whether the target refuses a request without the
+// API key that cc names: with the key set, it lists /v1/models once
+// without it; a 401 or 403 says the key is required. It is false when no
+// key is set (the preflight passed without one), when the server has no
+// /v1/models, or when the request fails. It is safe to call from any
+// goroutine.
+func KeyRequired(ctx context.Context, cc client.Config) bool {
+	if cc.APIKeyEnv == "" || os.Getenv(cc.APIKeyEnv) == "" {
+		return false
+	}
+	cc.APIKeyEnv = ""
+	t, err := newTarget(cc)
+	if err != nil {
+		return false
+	}
+	defer t.hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	status, _, err := t.get(ctx, "/v1/models")
+	return err == nil && (status == http.StatusUnauthorized || status == http.StatusForbidden)
 }

@@ -136,7 +136,7 @@ func mergeRow(ps []*Point) (Row, error) {
 	}
 	epoch := time.Unix(0, 0)
 	r := RowOf(&Point{Mode: ps[0].Mode, Level: ps[0].Level, RPS: ps[0].RPS, Window: merged,
-		MeasureStart: epoch, MeasureEnd: epoch.Add(total)})
+		MeasureStart: epoch, MeasureEnd: epoch.Add(total), SLO: commonSLO(ps)})
 	r.MeasureStart, r.MeasureEnd = start.UTC(), end.UTC()
 	r.Coverage = cov / float64(len(ps))
 	r.Degraded = degraded
@@ -175,6 +175,31 @@ var floatFields = []func(*Row) *float64{
 // meanRow averages rows field by field (counts are summed, the skew is the
 // largest, degraded if any is). Percentiles averaged this way are not
 // percentiles of the whole; the report says so.
+// commonSLO is the points' goodput objectives when they all share them,
+// else "" (goodput counted against different objectives does not pool).
+func commonSLO(ps []*Point) string {
+	for _, p := range ps[1:] {
+		if p.SLO != ps[0].SLO {
+			return ""
+		}
+	}
+	return ps[0].SLO
+}
+
+// meanOpt is the mean of the set values, nil unless every row has one.
+func meanOpt(rows []Row, f func(*Row) *float64) *float64 {
+	var sum float64
+	for i := range rows {
+		v := f(&rows[i])
+		if v == nil {
+			return nil
+		}
+		sum += *v
+	}
+	m := sum / float64(len(rows))
+	return &m
+}
+
 func meanRow(rows []Row) Row {
 	if len(rows) == 0 {
 		return Row{}
@@ -198,6 +223,8 @@ func meanRow(rows []Row) Row {
 			out.MeasureEnd = r.MeasureEnd
 		}
 	}
+	out.Goodput = meanOpt(rows, func(r *Row) *float64 { return r.Goodput })
+	out.SLOAttainment = meanOpt(rows, func(r *Row) *float64 { return r.SLOAttainment })
 	return out
 }
 

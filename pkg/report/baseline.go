@@ -18,6 +18,10 @@ type baselineMode struct {
 	E2EP50Ms   float64 `json:"e2e_p50_ms"`
 	E2EP95Ms   float64 `json:"e2e_p95_ms"`
 	Runs       int     `json:"runs"`
+	// GoodputRPS and SLOAttainmentPct are present only when goodput was
+	// measured (the sweep's goodput objectives).
+	GoodputRPS       *float64 `json:"goodput_rps,omitempty"`
+	SLOAttainmentPct *float64 `json:"slo_attainment_pct,omitempty"`
 }
 
 // baselineJSON is baseline.json: per level (keyed by the level as a
@@ -55,6 +59,12 @@ func (a *analysis) writeBaseline(w io.Writer) error {
 				TPOTP50Ms: round(1000*r.TPOTP50, 3), TPOTP95Ms: round(1000*r.TPOTP95, 3),
 				E2EP50Ms: round(1000*r.E2EP50, 3), E2EP95Ms: round(1000*r.E2EP95, 3),
 				Runs: len(c.runs),
+			}
+			if r.Goodput != nil && r.SLOAttainment != nil {
+				g, a := round(*r.Goodput, 3), round(100**r.SLOAttainment, 3)
+				bm := per[m]
+				bm.GoodputRPS, bm.SLOAttainmentPct = &g, &a
+				per[m] = bm
 			}
 		}
 		j.ByLevel[strconv.Itoa(l)] = per

@@ -78,14 +78,22 @@ func (a *analysis) val(mode string, level int, f func(*Row) float64) (float64, b
 type metricCol struct {
 	name string
 	f    func(*Row) float64
+	// opt, used instead of f when set, is a figure that may not have been
+	// measured: nil is spelled "n/a".
+	opt  func(*Row) *float64
 	cell func(float64) string
 }
 
-func msCol(name string, f func(*Row) float64) metricCol  { return metricCol{name, f, msCell} }
-func pctCol(name string, f func(*Row) float64) metricCol { return metricCol{name, f, pctCell} }
+func msCol(name string, f func(*Row) float64) metricCol {
+	return metricCol{name: name, f: f, cell: msCell}
+}
+
+func pctCol(name string, f func(*Row) float64) metricCol {
+	return metricCol{name: name, f: f, cell: pctCell}
+}
 
 func fixedCol(name string, prec int, f func(*Row) float64) metricCol {
-	return metricCol{name, f, func(v float64) string { return fmt.Sprintf("%.*f", prec, v) }}
+	return metricCol{name: name, f: f, cell: func(v float64) string { return fmt.Sprintf("%.*f", prec, v) }}
 }
 
 // perModeTable writes a table with one row per level and, per mode, one
@@ -102,10 +110,15 @@ func (a *analysis) perModeTable(b *md, cols []metricCol) {
 		r := []string{fmt.Sprint(l)}
 		for _, m := range a.modes {
 			for _, c := range cols {
-				if v, ok := a.val(m, l, c.f); ok {
-					r = append(r, c.cell(v))
-				} else {
+				switch cl := a.cell(m, l); {
+				case cl == nil:
 					r = append(r, dash)
+				case c.opt != nil && c.opt(&cl.pooled) == nil:
+					r = append(r, "n/a")
+				case c.opt != nil:
+					r = append(r, c.cell(*c.opt(&cl.pooled)))
+				default:
+					r = append(r, c.cell(c.f(&cl.pooled)))
 				}
 			}
 		}
@@ -145,6 +158,8 @@ func (a *analysis) writeMarkdown(b *md, charts []string, dir string) {
 		pctCol("turn 1 (%)", func(r *Row) float64 { return r.Turn1HitRate }),
 		pctCol("later turns (%)", func(r *Row) float64 { return r.LaterHitRate }),
 	})
+
+	a.writeGoodput(b)
 
 	b.h2("Throughput and request rate")
 	b.p("Output tokens and completed requests per second of the measurement window; errors in percent of requests sent.")
@@ -457,6 +472,11 @@ func (a *analysis) writeQuality(b *md) {
 			if c.mergeErr != nil {
 				lines = append(lines, fmt.Sprintf("Warning: %s at %d: histograms could not be merged (%v); figures are averaged across runs.", m, l, c.mergeErr))
 			}
+			for _, p := range a.points(m, l) {
+				for _, n := range p.AgentNotes {
+					lines = append(lines, fmt.Sprintf("Agent: run %d, %s at %d sessions: %s.", p.Run, m, l, n))
+				}
+			}
 			for _, r := range c.runs {
 				if r.Degraded {
 					lines = append(lines, fmt.Sprintf("Warning: run %d, %s at %d sessions is marked degraded (coverage %.0f%%).", r.Run, m, l, 100*r.Coverage))
@@ -473,6 +493,41 @@ func (a *analysis) writeQuality(b *md) {
 		b.WriteString("- " + line + "\n")
 	}
 	b.WriteString("\n")
+}
+
+// writeGoodput writes the goodput and SLO attainment per level and mode,
+// when the points counted good requests (vLLM's --goodput).
+func (a *analysis) writeGoodput(b *md) {
+	slo := ""
+	for _, p := range a.s.Points {
+		if p.SLO != "" {
+			slo = p.SLO
+			break
+		}
+	}
+	if slo == "" {
+		return
+	}
+	b.h2("Goodput and SLO attainment")
+	b.p("A request is good when it succeeded and met every objective (%s), as vLLM's --goodput counts it. Goodput is good requests per second of the measurement window; attainment is the share of the requests sent that were good, in percent. \"n/a\": not measured.", slo)
+	opt := func(name string, f func(*Row) *float64, cell func(float64) string) metricCol {
+		return metricCol{name: name, opt: f, cell: cell}
+	}
+	a.perModeTable(b, []metricCol{
+		opt("goodput (req/s)", func(r *Row) *float64 { return r.Goodput }, func(v float64) string { return fmt.Sprintf("%.2f", v) }),
+		opt("attainment (%)", func(r *Row) *float64 { return r.SLOAttainment }, pctCell),
+	})
+}
+
+// points returns the points of (mode, level), by run.
+func (a *analysis) points(mode string, level int) []*Point {
+	var out []*Point
+	for i := range a.s.Points {
+		if p := &a.s.Points[i]; p.Mode == mode && p.Level == level {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (a *analysis) writeMethod(b *md) {

@@ -40,6 +40,14 @@ func goldenSweep() *Sweep {
 				p := synthPoint(run, m, l, p95[m][i]+jitter, hit[m])
 				if run == 2 && m == "round_robin" && l == 60 {
 					p.Coverage, p.Degraded = 0.9, true
+					p.AgentNotes = []string{"agent-1 lost: heartbeat timeout"}
+				}
+				// Goodput at ttft:400: every request while the p95 is
+				// under it, 90% of them above.
+				p.SLO = "ttft:400"
+				p.Window.Counters.Good = p.Window.Counters.Requests
+				if p95[m][i]+jitter > 400 {
+					p.Window.Counters.Good = p.Window.Counters.Requests * 9 / 10
 				}
 				s.Points = append(s.Points, p)
 			}

@@ -38,6 +38,11 @@ type Row struct {
 	Coverage                   float64
 	Degraded                   bool
 	StartSkewMS                float64
+	// Goodput is the requests per second that met every goodput objective
+	// (vLLM's request_goodput) and SLOAttainment their share of the
+	// requests sent (0–1); nil when goodput was not measured (no SLO, or a
+	// TSV without the columns): an empty cell, never 0.
+	Goodput, SLOAttainment *float64
 }
 
 // RowOf computes p's row from its Window (or returns a copy of p.Row, with
@@ -87,6 +92,15 @@ func RowOf(p *Point) Row {
 	e2e := w.Summary(record.E2E)
 	r.E2EP50, r.E2EP95, r.E2EP99 = sec(e2e.P50), sec(e2e.P95), sec(e2e.P99)
 	r.Turn1HitRate, r.LaterHitRate = turnHitRates(w)
+	if p.SLO != "" {
+		good := float64(w.Counters.Good)
+		if secs := windowSeconds(p); secs > 0 {
+			r.Goodput = &[]float64{good / secs}[0]
+		}
+		if sent := w.Counters.Requests + w.Counters.Failed; sent > 0 {
+			r.SLOAttainment = &[]float64{good / float64(sent)}[0]
+		}
+	}
 	return r
 }
 

@@ -59,6 +59,13 @@ type Point struct {
 	StartSkew time.Duration
 	// Agents is the number of agents that contributed.
 	Agents int
+	// AgentNotes says, one line each, which agents failed (with the reason
+	// they gave), were lost or warned during the point.
+	AgentNotes []string
+	// SLO is the goodput objectives the point's requests were counted
+	// against (Window.Counters.Good), result.SLO's form; "" when goodput
+	// was not measured.
+	SLO string
 	// Row is a precomputed measurement, used only when Window is nil (points
 	// read back from TSV files). The sweep runner leaves it nil.
 	Row *Row

@@ -64,6 +64,32 @@ func floatCol(name string, prec int, f func(*Row) *float64) column {
 	}
 }
 
+// optCol is a figure that may not have been measured: an empty cell, read
+// back as nil.
+func optCol(name string, prec int, f func(*Row) **float64) column {
+	return column{
+		name: name,
+		get: func(r *Row) string {
+			if v := *f(r); v != nil {
+				return strconv.FormatFloat(*v, 'f', prec, 64)
+			}
+			return ""
+		},
+		set: func(r *Row, s string) error {
+			if s == "" {
+				*f(r) = nil
+				return nil
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return errors.New("not a finite number")
+			}
+			*f(r) = &v
+			return nil
+		},
+	}
+}
+
 func intCol(name string, f func(*Row) *int64) column {
 	return column{
 		name: name,
@@ -179,6 +205,8 @@ var columns = []column{
 		},
 	},
 	floatCol("start_skew_ms", 1, func(r *Row) *float64 { return &r.StartSkewMS }),
+	optCol("goodput_rps", 3, func(r *Row) **float64 { return &r.Goodput }),
+	optCol("slo_attainment", 4, func(r *Row) **float64 { return &r.SLOAttainment }),
 }
 
 // Columns returns the names of every column fleetbench writes, in order.

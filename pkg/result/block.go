@@ -74,6 +74,17 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 	if s.Interrupted {
 		b.str("Interrupted:", "yes, the window was cut short")
 	}
+	if len(s.AgentNotes) > 0 {
+		b.rule("Agents", '-')
+		for i, n := range s.AgentNotes {
+			b.str(fmt.Sprintf("Agent note %d:", i+1), n)
+		}
+	}
+	if !s.SLO.IsZero() {
+		b.rule("Goodput", '-')
+		b.str("Goodput SLO:", s.SLO.String())
+		b.float("SLO attainment (%):", 100*s.SLOAttainment)
+	}
 	b.rule("KV Cache Reuse", '-')
 	b.float("KV cache hit rate (%):", 100*s.HitRate)
 	b.float("Requests with cache hit (%):", 100*s.HitRequestShare)

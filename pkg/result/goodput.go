@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -67,39 +66,4 @@ func (s SLO) Good(smp *record.Sample) bool {
 		return false
 	}
 	return (s.TTFT <= 0 || r.TTFT <= s.TTFT) && (s.TPOT <= 0 || r.TPOT() <= s.TPOT) && (s.E2EL <= 0 || r.E2E <= s.E2EL)
-}
-
-// GoodCounter counts, per window, the samples that meet an SLO. It is safe
-// for concurrent use (the load engine's observer calls Add from every
-// session's goroutine).
-type GoodCounter struct {
-	slo SLO
-	mu  sync.Mutex
-	n   map[uint32]int64
-}
-
-// NewGoodCounter counts samples good under slo.
-func NewGoodCounter(slo SLO) *GoodCounter {
-	return &GoodCounter{slo: slo, n: map[uint32]int64{}}
-}
-
-// Add counts s in its window when it is good.
-func (g *GoodCounter) Add(s *record.Sample) {
-	if !g.slo.Good(s) {
-		return
-	}
-	g.mu.Lock()
-	g.n[s.Window]++
-	g.mu.Unlock()
-}
-
-// Count returns the good samples of the given windows.
-func (g *GoodCounter) Count(windows ...uint32) int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var n int64
-	for _, w := range windows {
-		n += g.n[w]
-	}
-	return n
 }

@@ -219,6 +219,17 @@ func (s *Summary) ownFields() object {
 		{"restarted_turns", s.Restarted},
 		{"fallbacks", s.Fallbacks},
 	}
+	if len(s.AgentNotes) > 0 {
+		notes := make([]any, len(s.AgentNotes))
+		for i, n := range s.AgentNotes {
+			notes[i] = n
+		}
+		o = append(o, field{"agent_notes", notes})
+	}
+	if !s.SLO.IsZero() {
+		// The goodput objectives and the share of requests meeting them.
+		o = append(o, field{"goodput_slo", s.SLO.String()}, field{"slo_attainment", s.SLOAttainment})
+	}
 	if s.Interrupted {
 		// Last, where readers of earlier results found it.
 		o = append(o, field{"interrupted", true})

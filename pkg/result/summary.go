@@ -77,11 +77,13 @@ type Facts struct {
 	Backend string
 	// Label is vLLM's --label; empty is saved as null.
 	Label string
-	// SLO is vLLM's --goodput; zero means goodput was not measured.
-	// GoodRequests counts the window's requests that met every objective
-	// (GoodCounter).
-	SLO          SLO
-	GoodRequests int64
+	// SLO is vLLM's --goodput; zero means goodput was not measured. The
+	// window's Counters.Good counts the requests that met every objective
+	// (the Recorder's SetGood with SLO.Good).
+	SLO SLO
+	// AgentNotes says, one line each, which agents of a fleet failed, were
+	// lost or warned while the window was measured.
+	AgentNotes []string
 	// Metadata are vLLM's --metadata KEY=VALUE pairs, saved as top-level
 	// keys of result.json after num_prompts, as vLLM saves them. A key must
 	// not be one of result.json's own (CheckMetadata).
@@ -166,9 +168,12 @@ type Summary struct {
 	TotalInputTokens, TotalOutputTokens int64
 	// Throughputs are per second of Facts.Duration.
 	RequestThroughput, OutputThroughput, TotalTokenThroughput float64
-	// RequestGoodput is GoodRequests per second, NaN when not measured
-	// (saved as null, not printed, as vLLM does without --goodput).
+	// RequestGoodput is the good requests (Counters.Good) per second, NaN
+	// when not measured (saved as null, not printed, as vLLM does without
+	// --goodput). SLOAttainment is the share of the window's requests,
+	// failed ones included, that were good, NaN when not measured.
 	RequestGoodput float64
+	SLOAttainment  float64
 
 	TTFT, TPOT, ITL, E2EL Stats
 
@@ -264,6 +269,7 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		TotalOutputTokens:      c.OutputTokens,
 		RequestThroughput:      float64(c.Requests) / secs,
 		RequestGoodput:         math.NaN(),
+		SLOAttainment:          math.NaN(),
 		OutputThroughput:       float64(c.OutputTokens) / secs,
 		TotalTokenThroughput:   float64(c.InputTokens+c.OutputTokens) / secs,
 		HitRate:                w.HitRate(),
@@ -279,7 +285,10 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		HDR:                    w.Config,
 	}
 	if !f.SLO.IsZero() {
-		s.RequestGoodput = float64(f.GoodRequests) / secs
+		s.RequestGoodput = float64(c.Good) / secs
+		if n := c.Requests + c.Failed; n > 0 {
+			s.SLOAttainment = float64(c.Good) / float64(n)
+		}
 	}
 	s.TopErrors = w.TopErrors(MaxTopErrors)
 	s.TTFT = stats(w.Hist[record.TTFT], "ttft", "TTFT", "Time to First Token", f.Percentiles)

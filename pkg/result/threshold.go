@@ -160,12 +160,13 @@ type ThresholdError struct{ Failed []Verdict }
 func (e *ThresholdError) Error() string {
 	parts := make([]string, len(e.Failed))
 	for i, v := range e.Failed {
-		parts[i] = fmt.Sprintf("%s (measured %s)", v.Raw, v.actualText())
+		parts[i] = fmt.Sprintf("%s (measured %s)", v.Raw, v.Measured())
 	}
 	return fmt.Sprintf("%d threshold(s) failed: %s", len(e.Failed), strings.Join(parts, "; "))
 }
 
-func (v Verdict) actualText() string {
+// Measured is the measured value with its unit, "n/a" when unmeasured.
+func (v Verdict) Measured() string {
 	if math.IsNaN(v.Actual) {
 		return "n/a"
 	}
@@ -195,7 +196,7 @@ func Judge(out io.Writer, ts []Threshold, s *Summary, w *record.Window) error {
 		if !v.Pass {
 			mark, failed = "FAIL", append(failed, v)
 		}
-		fmt.Fprintf(&b, "%-4s %-30s measured %s\n", mark, t.Raw, v.actualText())
+		fmt.Fprintf(&b, "%-4s %-30s measured %s\n", mark, t.Raw, v.Measured())
 	}
 	b.closeRule()
 	if _, err := out.Write(b.Bytes()); err != nil {

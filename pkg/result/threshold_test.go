@@ -52,29 +52,30 @@ func TestGoodputAndJudge(t *testing.T) {
 	if _, err := ParseSLO("ttft:fast"); err == nil {
 		t.Error("ParseSLO accepted ttft:fast")
 	}
-	w := record.NewWindow(1, hdr.Default)
-	g := NewGoodCounter(slo)
+	rec := record.NewRecorder(hdr.Default)
+	rec.SetGood(slo.Good)
 	for _, s := range []*record.Sample{
 		sample(50*time.Millisecond, 140*time.Millisecond, 10, client.ClassOK),  // good: tpot 10 ms
 		sample(50*time.Millisecond, 500*time.Millisecond, 10, client.ClassOK),  // tpot 50 ms: not good
 		sample(150*time.Millisecond, 200*time.Millisecond, 10, client.ClassOK), // ttft over: not good
 		sample(10*time.Millisecond, 20*time.Millisecond, 2, client.ClassConnect),
 	} {
-		w.Add(s)
-		g.Add(s)
+		s.Window = 1
+		rec.Record(s)
 	}
-	if n := g.Count(1); n != 1 {
+	w := rec.Drain()[0]
+	if n := w.Counters.Good; n != 1 {
 		t.Fatalf("good requests %d, want 1", n)
 	}
 	start := time.Unix(0, 0)
 	f := Load{}.Facts(start, start.Add(2*time.Second), 2*time.Second)
-	f.SLO, f.GoodRequests = slo, g.Count(1)
+	f.SLO = slo
 	sum, err := New(w, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.RequestGoodput != 0.5 {
-		t.Errorf("goodput %v/s, want 0.5", sum.RequestGoodput)
+	if sum.RequestGoodput != 0.5 || sum.SLOAttainment != 0.25 {
+		t.Errorf("goodput %v/s, attainment %v; want 0.5/s, 0.25", sum.RequestGoodput, sum.SLOAttainment)
 	}
 	var out strings.Builder
 	ths := []Threshold{}

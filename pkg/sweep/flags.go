@@ -97,6 +97,9 @@ func (v *specValue) Set(raw string) error {
 func AddFlags(fs *pflag.FlagSet, s *Spec) {
 	flags.Target(fs, &s.Target, &s.Model, &s.Endpoint, &s.APIKeyEnv)
 	flags.Preflight(fs, &s.SkipPreflight)
+	flags.FailFast(fs, (*time.Duration)(&s.FailFast))
+	flags.Goodput(fs, &s.Goodput)
+	flags.Thresholds(fs, &s.Thresholds, flags.ExitThresholds)
 	flags.Workload(fs, &s.Workload)
 	flags.AddLoad(fs, flags.Load{
 		Concurrency: &s.Levels, RequestRate: &s.RequestRate, Warmup: (*time.Duration)(&s.Warmup),

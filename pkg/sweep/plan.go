@@ -19,7 +19,7 @@ type Key struct {
 }
 
 // String returns "run 2 kv 40".
-func (k Key) String() string { return fmt.Sprintf("run %d %s %d", k.Run, k.Mode, k.Level) }
+func (k Key) String() string { return fmt.Sprintf("run %d, %s at %d sessions", k.Run, k.Mode, k.Level) }
 
 // StepKind is what a step does.
 type StepKind string

@@ -27,7 +27,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/ready"
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -110,6 +112,18 @@ type Spec struct {
 	// SkipPreflight skips the check of the target before the sweep starts
 	// (ready.Preflight).
 	SkipPreflight bool `json:"skip_preflight,omitempty"`
+	// FailFast stops the sweep when, this long into a level (warm-up
+	// included), every request has failed with one error class; 0 never.
+	FailFast Duration `json:"fail_fast"`
+
+	// Goodput is vLLM's goodput objectives, "ttft:600 tpot:60"
+	// (result.ParseSLO): every point counts the requests that meet them all
+	// and reports goodput and SLO attainment. Empty: not measured.
+	Goodput string `json:"goodput,omitempty"`
+	// Thresholds are pass/fail criteria judged on every point's result
+	// (result.ParseThreshold), e.g. "error_rate<1%"; a failed one makes the
+	// sweep exit with the thresholds' code.
+	Thresholds []string `json:"thresholds,omitempty"`
 
 	// Sim is the in-process simulator used without a target.
 	Sim Sim `json:"sim,omitzero"`
@@ -169,7 +183,26 @@ func Default() *Spec {
 		SLA:            Duration(DefaultSLA),
 		FallbackSLA:    Duration(DefaultFallbackSLA),
 		SwitchEstimate: Duration(DefaultSwitchEstimate),
+		FailFast:       Duration(flags.DefaultFailFast),
 	}
+}
+
+// SLO returns the parsed Goodput (zero when empty); Validate has checked it.
+func (s *Spec) SLO() result.SLO {
+	slo, _ := result.ParseSLO(s.Goodput)
+	return slo
+}
+
+// ParsedThresholds returns the parsed Thresholds; Validate has checked
+// them.
+func (s *Spec) ParsedThresholds() []result.Threshold {
+	out := make([]result.Threshold, 0, len(s.Thresholds))
+	for _, raw := range s.Thresholds {
+		if th, err := result.ParseThreshold(raw); err == nil {
+			out = append(out, th)
+		}
+	}
+	return out
 }
 
 // Load reads the YAML file at path over Default(). A field the Spec does not
@@ -293,6 +326,22 @@ func (s *Spec) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	slo, err := result.ParseSLO(s.Goodput)
+	if err != nil {
+		add("%v", err)
+	}
+	for _, raw := range s.Thresholds {
+		th, err := result.ParseThreshold(raw)
+		switch {
+		case err != nil:
+			add("threshold: %v", err)
+		case th.Metric == "goodput" && slo.IsZero():
+			add("threshold %q: goodput needs goodput SLOs (--goodput)", raw)
+		}
+	}
+	if s.FailFast < 0 {
+		add("fail_fast %s: must be >= 0", s.FailFast.D())
 	}
 	if s.Target == "" {
 		add("target is required (the server's base URL)")

@@ -303,7 +303,7 @@ func TestEveryFileSettingHasAFlag(t *testing.T) {
 		"fleet.remote_agents": "remote-agents", "fleet.metrics_listen": "metrics-listen", "fleet.no_restore": "no-restore",
 		"fleet.tls_cert": "tls-cert", "fleet.tls_key": "tls-key", "fleet.token_file": "token-file",
 		"fleet.join_timeout": "join-timeout", "fleet.listen": "listen", "switch.options": "switch-option",
-		"switch.headers": "switch-header",
+		"switch.headers": "switch-header", "thresholds": "threshold",
 	}
 	skip := map[string]string{
 		"kube":         "its keys are the Kubernetes flags' own names",

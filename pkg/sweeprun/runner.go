@@ -59,6 +59,9 @@ type Measurement struct {
 	Degraded  bool
 	StartSkew time.Duration
 	Agents    int
+	// AgentNotes says, one line each, which agents failed, were lost or
+	// warned during the level (report.Point.AgentNotes).
+	AgentNotes []string
 }
 
 // Measurer runs load at one level: a warm-up, then the measured time. It
@@ -449,6 +452,7 @@ func (r *Runner) level(ctx context.Context, lv Level, m *Measurement) (*report.P
 		Run: k.Run, Mode: k.Mode, Level: k.Level, RPS: lv.RequestRate,
 		Window: m.Window, Snapshots: m.Snapshots, MeasureStart: m.Start, MeasureEnd: m.End,
 		Coverage: m.Coverage, Degraded: m.Degraded, StartSkew: m.StartSkew, Agents: m.Agents,
+		AgentNotes: m.AgentNotes, SLO: r.cfg.Spec.SLO().String(),
 	}
 	row, err := r.cfg.Output.Add(p)
 	if err != nil {

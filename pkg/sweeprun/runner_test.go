@@ -225,8 +225,8 @@ func TestRunResumeSkipsDonePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"switch round_robin", "gate", "prime", "measure run 1 round_robin 20 warmup 1s measure 3s/3",
-		"add run 1 round_robin 20", "cooldown 1s", "switch least-loaded"}
+	want := []string{"switch round_robin", "gate", "prime", "measure run 1, round_robin at 20 sessions warmup 1s measure 3s/3",
+		"add run 1, round_robin at 20 sessions", "cooldown 1s", "switch least-loaded"}
 	if got := f.j.get(); !slices.Equal(got, want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -335,10 +335,10 @@ func TestRunWithoutGate(t *testing.T) {
 	if _, err := r.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"switch kv", "measure run 1 kv 10 warmup 0s measure 3s/3", "add run 1 kv 10",
-		"measure run 1 kv 20 warmup 0s measure 3s/3", "add run 1 kv 20", "switch round_robin",
-		"measure run 1 round_robin 10 warmup 0s measure 3s/3", "add run 1 round_robin 10",
-		"measure run 1 round_robin 20 warmup 0s measure 3s/3", "add run 1 round_robin 20"}
+	want := []string{"switch kv", "measure run 1, kv at 10 sessions warmup 0s measure 3s/3", "add run 1, kv at 10 sessions",
+		"measure run 1, kv at 20 sessions warmup 0s measure 3s/3", "add run 1, kv at 20 sessions", "switch round_robin",
+		"measure run 1, round_robin at 10 sessions warmup 0s measure 3s/3", "add run 1, round_robin at 10 sessions",
+		"measure run 1, round_robin at 20 sessions warmup 0s measure 3s/3", "add run 1, round_robin at 20 sessions"}
 	if got := f.j.get(); !slices.Equal(got, want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -468,8 +468,8 @@ func TestRunOneFleetForTheSweep(t *testing.T) {
 	}
 	got := f.j.get()
 	want := []string{"fleet run 8 levels", "switch kv", "gate", "prime",
-		"measure run 1 kv 10 warmup 1s measure 3s/3", "add run 1 kv 10", "cooldown 1s",
-		"measure run 1 kv 20 warmup 1s measure 3s/3", "add run 1 kv 20", "cooldown 1s", "switch round_robin"}
+		"measure run 1, kv at 10 sessions warmup 1s measure 3s/3", "add run 1, kv at 10 sessions", "cooldown 1s",
+		"measure run 1, kv at 20 sessions warmup 1s measure 3s/3", "add run 1, kv at 20 sessions", "cooldown 1s", "switch round_robin"}
 	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
 		t.Errorf("events:\n%s\nwant a start of:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
