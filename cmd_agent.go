@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,7 @@ import (
 func (c *cli) agentCmd() *cobra.Command {
 	host, _ := os.Hostname()
 	cfg := agent.Config{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Index: -1, Version: version}
-	var tokenFile, endpoint string
+	var tokenFile, endpoint, termLog string
 	var apiKeyEnv string
 	cmd := &cobra.Command{
 		Use:   "agent --coordinator ADDR [flags]",
@@ -43,7 +44,10 @@ func (c *cli) agentCmd() *cobra.Command {
 			}
 			err = a.Run(cmd.Context())
 			if errors.Is(err, agent.ErrRefused) {
-				return fmt.Errorf("join coordinator: %w", err)
+				err = fmt.Errorf("join coordinator: %w", err)
+			}
+			if err != nil && cmd.Context().Err() == nil {
+				writeTerminationLog(termLog, err, c)
 			}
 			return err
 		},
@@ -56,9 +60,30 @@ func (c *cli) agentCmd() *cobra.Command {
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the shared token (default: $"+tokenEnv+")")
 	fs.StringVar(&cfg.CAFile, "tls-ca", "", "CA certificate to trust the coordinator with (enables TLS)")
 	fs.StringVar(&cfg.ServerName, "tls-server-name", "", "name to check the coordinator's certificate against")
-	flags.Group(fs, flags.GroupFleet, "coordinator", "id", "index", "capacity", "token-file", "tls-ca", "tls-server-name")
+	fs.StringVar(&termLog, "termination-log", defaultTerminationLog, "file the reason of a failure is written to, when it exists (Kubernetes shows it as the pod's termination message)")
+	flags.Group(fs, flags.GroupFleet, "coordinator", "id", "index", "capacity", "token-file", "tls-ca", "tls-server-name", "termination-log")
 	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the target's API key (default: the coordinator's --api-key-env, "+flags.DefaultAPIKeyEnv+"; unset variable: no key)")
 	fs.StringVar(&endpoint, "endpoint", "", "target endpoint: chat or completions (default: the coordinator's)")
 	flags.Group(fs, flags.GroupTarget, "api-key-env", "endpoint")
 	return cmd
+}
+
+// defaultTerminationLog is where Kubernetes reads a container's
+// termination message from (the container's terminationMessagePath).
+const defaultTerminationLog = "/dev/termination-log"
+
+// writeTerminationLog writes err, one line, to path when that file exists:
+// on Kubernetes the pod's status then carries the agent's reason, so no one
+// has to read its logs. Elsewhere the file is absent and nothing happens.
+func writeTerminationLog(path string, err error, c *cli) {
+	if path == "" {
+		return
+	}
+	if _, statErr := os.Stat(path); statErr != nil {
+		return
+	}
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	if werr := os.WriteFile(path, []byte(msg+"\n"), 0o644); werr != nil && c.logger != nil {
+		c.logger.Debug("write termination log", "path", path, "error", werr)
+	}
 }

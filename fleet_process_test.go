@@ -159,9 +159,18 @@ func TestProcessesAgentsWithoutTheKey(t *testing.T) {
 	keyVar := "FLEETBENCH_PROC_KEY"
 	co := startProc(t, ctx, "coordinator", "", nil, map[string]string{keyVar: testserve.APIKey, tokenEnv: "proc-token"},
 		coordinatorArgs(addr, 2, srv.URL, "--model", "m", "--api-key-env", keyVar, "--out", out)...)
+	// Agent 0 has a termination log, as a Kubernetes container has.
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var agents []*proc
 	for i := range 2 {
-		agents = append(agents, startProc(t, ctx, fmt.Sprintf("agent %d", i), "", []string{keyVar}, map[string]string{tokenEnv: "proc-token"}, agentArgs(addr, i)...))
+		args := agentArgs(addr, i)
+		if i == 0 {
+			args = append(args, "--termination-log", termLog)
+		}
+		agents = append(agents, startProc(t, ctx, fmt.Sprintf("agent %d", i), "", []string{keyVar}, map[string]string{tokenEnv: "proc-token"}, args...))
 	}
 	code := co.wait(t, time.Minute)
 	if code == exitOK || !strings.Contains(co.errb.String(), "no agent can run") ||
@@ -175,6 +184,9 @@ func TestProcessesAgentsWithoutTheKey(t *testing.T) {
 		if c := a.wait(t, 30*time.Second); c == exitOK || !strings.Contains(a.errb.String(), "agent cannot run: credential") {
 			t.Errorf("%s", a)
 		}
+	}
+	if b, err := os.ReadFile(termLog); err != nil || !strings.HasPrefix(string(b), "agent cannot run: credential: environment variable "+keyVar) {
+		t.Errorf("termination log %q (%v)", b, err)
 	}
 	if n := requests.Load(); n != 1 {
 		t.Errorf("%d chat requests were sent, want only the coordinator's preflight", n)

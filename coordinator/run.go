@@ -30,6 +30,8 @@ type run struct {
 	finished []*StageResult
 	stopSent bool
 	lastStep time.Time
+	// lastReady is the count last passed to OnAgents (-1: none yet).
+	lastReady int
 
 	// Between stages (stIdle): the stage to start next, the end of the
 	// cooldown, and the BeforeStage hook's progress.
@@ -52,13 +54,14 @@ const (
 
 func newRun(cfg Config, logger hclog.Logger, now time.Time) *run {
 	r := &run{
-		cfg:      cfg,
-		logger:   logger,
-		agents:   make(map[string]*member),
-		byIndex:  make(map[int]*member),
-		byID:     make(map[uint32]*window),
-		deadline: now.Add(cfg.JoinTimeout),
-		nextID:   1,
+		cfg:       cfg,
+		logger:    logger,
+		agents:    make(map[string]*member),
+		byIndex:   make(map[int]*member),
+		byID:      make(map[uint32]*window),
+		deadline:  now.Add(cfg.JoinTimeout),
+		nextID:    1,
+		lastReady: -1,
 	}
 	if cfg.OutDir != "" {
 		r.out = &writer{dir: cfg.OutDir, logger: logger}
@@ -166,7 +169,25 @@ func (r *run) step(now time.Time) bool {
 	if r.state == stRunning {
 		r.closeWindows(now)
 	}
+	r.noteAgents()
 	return r.state == stDone
+}
+
+// noteAgents tells OnAgents how many agents are ready, when that changed.
+func (r *run) noteAgents() {
+	if r.cfg.OnAgents == nil {
+		return
+	}
+	ready := 0
+	for _, m := range r.byIndex {
+		if m.checked {
+			ready++
+		}
+	}
+	if ready != r.lastReady {
+		r.lastReady = ready
+		r.cfg.OnAgents(ready, r.cfg.Agents)
+	}
 }
 
 func (r *run) errReason() string {

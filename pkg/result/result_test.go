@@ -631,3 +631,49 @@ func TestInterrupted(t *testing.T) {
 		t.Errorf("interrupted block has no Interrupted line:\n%s", cutBlock)
 	}
 }
+
+// TestGoldenJudged: the block of a judged fleet result: goodput and SLO
+// attainment, an agent's note, the errors a server sent, and the pass and
+// fail lines of its thresholds, as printed.
+func TestGoldenJudged(t *testing.T) {
+	w, p := craftedWindow(t)
+	slo, err := ParseSLO("ttft:300 tpot:60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record.NewRecorder(hdr.Default)
+	rec.SetGood(slo.Good)
+	for _, s := range craftedSamples() {
+		s.Window = 1
+		rec.Record(s)
+	}
+	w.Counters.Good = rec.Drain()[0].Counters.Good
+	w.AddErrors([]record.ErrorStat{{Class: client.ClassBadRequest, Count: 2, First: base,
+		Message: "This model's maximum context length is N tokens. However, you requested N tokens.",
+		Example: "This model's maximum context length is 1024 tokens. However, you requested 3013 tokens."}})
+	f := craftedFacts(p)
+	f.SLO = slo
+	f.AgentNotes = []string{"agent-2 failed at join (dataset): sharegpt dataset: stat data/sg.json: no such file or directory"}
+	s, err := New(w, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ths []Threshold
+	for _, raw := range []string{"ttft_p95<400ms", "error_rate<1%", "goodput>=0.1"} {
+		th, err := ParseThreshold(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ths = append(ths, th)
+	}
+	var out bytes.Buffer
+	if err := WriteBlock(&out, s); err != nil {
+		t.Fatal(err)
+	}
+	var te *ThresholdError
+	if err := Judge(&out, ths, s, w); !errors.As(err, &te) || len(te.Failed) == 0 {
+		t.Fatalf("Judge = %v, want failed thresholds", err)
+	}
+	out.WriteString("error: " + te.Error() + "\n")
+	golden(t, "judged.block.golden", out.Bytes())
+}

@@ -28,6 +28,23 @@ type Live struct {
 	// lastErr is the latest failure seen, "class: message", one bounded
 	// line (the client has removed credentials from it).
 	lastErr string
+	// ready and expected are the fleet's agents ready to run and expected
+	// (SetAgents); expected 0 means no fleet reported them.
+	ready, expected int
+}
+
+// SetAgents records how many of the expected agents are ready to run.
+func (l *Live) SetAgents(ready, expected int) {
+	l.mu.Lock()
+	l.ready, l.expected = ready, expected
+	l.mu.Unlock()
+}
+
+// Agents returns the agents ready and expected (0, 0 before SetAgents).
+func (l *Live) Agents() (ready, expected int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ready, l.expected
 }
 
 // maxLastErr bounds the latest error the status line shows.

@@ -62,6 +62,12 @@ func (d *Display) Line(s Status, now time.Time) string {
 	if st.Run > 0 {
 		fmt.Fprintf(&b, "run %d %s", st.Run, st.Mode)
 	}
+	if d.live != nil {
+		// A fleet: how many agents can run, of those expected.
+		if ready, expected := d.live.Agents(); expected > 1 || ready < expected {
+			fmt.Fprintf(&b, " | agents %d/%d ready", ready, expected)
+		}
+	}
 	var left time.Duration
 	switch st.Kind {
 	case sweep.StepSwitch:

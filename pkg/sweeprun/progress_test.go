@@ -119,6 +119,11 @@ func TestDisplayLine(t *testing.T) {
 			}
 		})
 	}
+	// A fleet reports its agents: ready against expected.
+	live.SetAgents(2, 3)
+	if got, want := d.Line(level, t0.Add(time.Second)), "run 1 kv | agents 2/3 ready | level 40"; !strings.HasPrefix(got, want) {
+		t.Errorf("line %q, want it to begin %q", got, want)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
