@@ -141,7 +141,8 @@ func TestSharedFlagsSameEverywhere(t *testing.T) {
 	swCmd, _ := quietCLI().newSweep()
 	shared := []string{"endpoint", "api-key-env", "workload", "dataset", "seed", "max-tokens", "think-time", "turns",
 		"session-header", "prompt-tokens", "documents", "max-conversations", "min-messages", "shuffle", "output-len",
-		"user-model-url", "user-model", "user-model-key-env", "request-rate", "warmup", "duration"}
+		"user-model-url", "user-model", "user-model-key-env", "request-rate", "warmup", "duration",
+		"goodput", "threshold", "abort-on-fail", "fail-fast", "skip-preflight"}
 	for _, name := range shared {
 		var want *pflag.Flag
 		for cmd, fs := range map[string]*pflag.FlagSet{"run": runCmd.Flags(), "coordinator": coCmd.Flags(), "sweep": swCmd.Flags()} {
@@ -315,6 +316,46 @@ func TestFailFast(t *testing.T) {
 	}
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("took %s for a 500ms fail-fast", took)
+	}
+}
+
+// TestFailFastWithAgents: with agents (and so a coordinator) the same
+// fail-fast applies, from the agents' reports.
+func TestFailFastWithAgents(t *testing.T) {
+	start := time.Now()
+	code, _, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--target", "http://127.0.0.1:1", "--model", "m",
+		"--concurrency", "2", "--agents", "2", "--warmup", "10s", "--duration", "1m", "--skip-preflight", "--fail-fast", "1s", "--out", t.TempDir())
+	if code != exitAllFailed || !strings.Contains(stderr, "all connect") || !strings.Contains(stderr, "stopped early") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %s for a 1s fail-fast", took)
+	}
+}
+
+// TestAbortOnFail: with --abort-on-fail a threshold that fails while the
+// level is measured stops it at once, one engine or a fleet: the result so
+// far is saved marked interrupted, the threshold is printed as failed, and
+// the command exits 3.
+func TestAbortOnFail(t *testing.T) {
+	for _, agents := range []string{"0", "2"} {
+		t.Run("agents "+agents, func(t *testing.T) {
+			dir := t.TempDir()
+			start := time.Now()
+			code, stdout, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--concurrency", "4", "--agents", agents,
+				"--warmup", "500ms", "--duration", "2m", "--sim-time-scale", "20", "--max-tokens", "16",
+				"--threshold", "ttft_p95<1us", "--threshold", "error_rate<1%", "--abort-on-fail", "--out", dir)
+			if code != exitThresholds || !strings.Contains(stdout, "FAIL ttft_p95<1us") || !strings.Contains(stdout, "pass error_rate<1%") ||
+				!strings.Contains(stdout, "Stopped early (--abort-on-fail)") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			if took := time.Since(start); took > time.Minute {
+				t.Errorf("took %s: the run was not stopped early", took)
+			}
+			if res := readResult(t, dir); res["interrupted"] != true {
+				t.Errorf("result.json interrupted = %v", res["interrupted"])
+			}
+		})
 	}
 }
 

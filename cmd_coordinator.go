@@ -54,6 +54,7 @@ type coordinatorOptions struct {
 	thresholds                                    []string
 	judged                                        []result.Threshold
 	goodput                                       string
+	abortOnFail                                   bool
 }
 
 func (c *cli) coordinatorCmd() *cobra.Command {
@@ -113,6 +114,7 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	fs.StringVar(&o.cfg.OutDir, "out", o.cfg.OutDir, "directory for window-<id>.json files and stage-<i>/result.json")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
+	flags.AbortOnFail(fs, &o.abortOnFail)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without listening")
 	flags.Group(fs, flags.GroupOutput, "out", "metrics-listen", "dry-run")
 	fs.StringVar(&o.listen, "listen", o.listen, "address to accept agents on")
@@ -165,6 +167,9 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	}
 	if cfg.Spec.SLO, o.judged, err = parseJudging(o.goodput, o.thresholds); err != nil {
 		return cfg, err
+	}
+	if o.abortOnFail && len(o.judged) > 0 {
+		cfg.Judge = fleet.EarlyJudge(o.judged, cfg.Spec.SLO)
 	}
 	for _, l := range o.levels {
 		s := coordinator.Stage{Level: l, Mode: o.mode, Warmup: o.warmup, Duration: o.duration, Conversations: o.conversations, Cooldown: o.cooldown}

@@ -172,7 +172,16 @@ type Config struct {
 	// agents ready to run (joined and checked, not failed or lost) changes,
 	// with the number expected. It must return quickly.
 	OnAgents func(ready, expected int)
+	// Judge, when set, is called from Run's loop every JudgeInterval while
+	// a stage's measured windows run, with the stage, the merge of its
+	// measured windows so far and the measured time elapsed. An error ends
+	// the run with it (k6's abortOnFail: a threshold that failed). It runs
+	// on the loop, so it must be quick.
+	Judge func(stage int, measured *record.Window, elapsed time.Duration) error
 }
+
+// JudgeInterval is how often Config.Judge looks at the running stage.
+const JudgeInterval = 5 * time.Second
 
 // withDefaults fills the zero optional fields.
 func (c Config) withDefaults() Config {

@@ -10,20 +10,21 @@ import (
 
 // stageRun is the schedule of the running stage.
 type stageRun struct {
-	idx      int
-	stage    Stage
-	res      *StageResult
-	start    time.Time
-	ends     time.Time   // planned end of the measured time (grows on re-run)
-	bounds   []time.Time // start of each planned window
-	kinds    []Kind
-	opened   int // windows opened so far
-	phaseOut int // phases sent so far
-	drainAt  time.Time
-	drained  bool
-	reruns   int
-	cur      *window
-	judged   bool // FailFast has looked at the stage
+	idx       int
+	stage     Stage
+	res       *StageResult
+	start     time.Time
+	ends      time.Time   // planned end of the measured time (grows on re-run)
+	bounds    []time.Time // start of each planned window
+	kinds     []Kind
+	opened    int // windows opened so far
+	phaseOut  int // phases sent so far
+	drainAt   time.Time
+	drained   bool
+	reruns    int
+	cur       *window
+	judged    bool      // FailFast has looked at the stage
+	nextJudge time.Time // when Config.Judge looks next
 }
 
 // idle leaves the agents idle until until, then runs BeforeStage(i) and
@@ -127,6 +128,9 @@ func (r *run) advance(now time.Time) {
 				ErrAllFailed, r.cfg.FailFast, st.idx, st.stage.Level, class, example)
 		}
 	}
+	if r.cfg.Judge != nil && r.err == nil {
+		r.judge(now)
+	}
 	allFinished := len(r.byIndex) > 0
 	for _, m := range r.byIndex {
 		allFinished = allFinished && m.finished
@@ -137,6 +141,43 @@ func (r *run) advance(now time.Time) {
 	case allFinished && st.stage.Conversations > 0:
 		r.logger.Info("every agent ran out of conversations", "stage", st.idx)
 		r.drainAtTime(now, now)
+	}
+}
+
+// judge calls Config.Judge with the stage's measured windows so far, once
+// per JudgeInterval after the measurement began.
+func (r *run) judge(now time.Time) {
+	st := r.st
+	var first *window
+	for _, w := range r.windows {
+		if w.stage == st.idx && w.kind == KindMeasure && !w.start.After(now) {
+			first = w
+			break
+		}
+	}
+	if first == nil {
+		return
+	}
+	if st.nextJudge.IsZero() {
+		st.nextJudge = first.start.Add(JudgeInterval)
+	}
+	if now.Before(st.nextJudge) {
+		return
+	}
+	st.nextJudge = now.Add(JudgeInterval)
+	merged := record.NewWindow(0, r.cfg.Histogram)
+	for _, w := range r.windows {
+		if w.stage != st.idx || w.kind != KindMeasure || w.rerun || w.start.After(now) {
+			continue
+		}
+		if err := merged.Merge(w.data); err != nil {
+			r.logger.Warn("merge for judging", "window", w.id, "error", err)
+			return
+		}
+	}
+	if err := r.cfg.Judge(st.idx, merged, now.Sub(first.start)); err != nil {
+		r.logger.Error("stopping early", "stage", st.idx, "error", err)
+		r.err = err
 	}
 }
 

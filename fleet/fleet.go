@@ -65,6 +65,8 @@ type Config struct {
 	OnStageDone    func(*coordinator.StageResult)
 	OnReport       func(agentID string, window uint32, w *record.Window)
 	OnAgents       func(ready, expected int)
+	// Judge is coordinator.Config.Judge (EarlyJudge: --abort-on-fail).
+	Judge func(stage int, measured *record.Window, elapsed time.Duration) error
 	// Registerer, when set, takes the coordinator's metrics.
 	Registerer prometheus.Registerer
 	// Version is fleetbench's, which local agents report when they join.
@@ -178,7 +180,7 @@ func (cfg Config) coordinatorConfig() coordinator.Config {
 	return coordinator.Config{
 		Spec: spec, Stages: cfg.Stages, Window: cfg.Window, OutDir: cfg.OutDir, StartDelay: 200 * time.Millisecond, FailFast: cfg.FailFast,
 		BeforeStage: cfg.BeforeStage, OnWindowClosed: cfg.OnWindowClosed, OnStageDone: cfg.OnStageDone, OnReport: cfg.OnReport,
-		OnAgents: cfg.OnAgents,
+		OnAgents: cfg.OnAgents, Judge: cfg.Judge,
 	}
 }
 

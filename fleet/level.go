@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -243,8 +244,26 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	disp.Update(levelStatus{tally: tally, eng: eng, origin: origin, warmup: c.Warmup, duration: c.Duration})
 	wg.Go(func() { disp.Run(dctx) })
 	var failFast error
+	// With AbortOnFail the measurement so far is judged every few
+	// seconds; a failed threshold stops the run (stopped is then set).
+	var stopped atomic.Bool
+	var judge func(now time.Time) bool
+	if j := c.earlyJudge(); j != nil {
+		judge = func(now time.Time) bool {
+			w := rec.Peek(windowMeasure)
+			if w == nil || now.Before(origin) {
+				return true
+			}
+			if err := j(0, w, now.Sub(origin)); err != nil {
+				logger.Error("stopping early", "error", err)
+				stopped.Store(true)
+				return false
+			}
+			return true
+		}
+	}
 	wg.Go(func() {
-		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun)
+		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun, judge)
 	})
 	runErr := eng.Run(runCtx)
 	close(ran)
@@ -260,7 +279,7 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	}
 	logErr := env.closeRequestLog()
 
-	interrupted := ctx.Err() != nil
+	interrupted := ctx.Err() != nil || stopped.Load()
 	w := measured(rec)
 	if w == nil || w.Counters.Requests+w.Counters.Failed == 0 {
 		return nil, r.nothingMeasured(ctx, logErr)
@@ -296,7 +315,16 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 //
 // After FailFast, if every request so far failed with one class, it stops
 // the run (stop ends the engine's context) and returns why.
-func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Engine, origin time.Time, t *tally, stop func()) error {
+//
+// judge, when set, is called every coordinator.JudgeInterval; false stops
+// the run.
+func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Engine, origin time.Time, t *tally, stop func(), judge func(time.Time) bool) error {
+	var judgeC <-chan time.Time
+	if judge != nil {
+		jt := time.NewTicker(coordinator.JudgeInterval)
+		defer jt.Stop()
+		judgeC = jt.C
+	}
 	var failFast <-chan time.Time
 	if r.cfg.FailFast > 0 {
 		ft := time.NewTimer(r.cfg.FailFast)
@@ -315,6 +343,11 @@ func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Eng
 		select {
 		case <-ran:
 			return nil
+		case now := <-judgeC:
+			if !judge(now) {
+				judgeC = nil
+				stop()
+			}
 		case <-failFast:
 			failFast = nil
 			if class, last, ok := t.allFailed(); ok {
@@ -386,15 +419,18 @@ func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts resu
 	// runs with the same statistics as sweeps.
 	pt := &report.Point{
 		Run: 1, Mode: r.cfg.Label, Level: facts.MaxConcurrency, RPS: facts.RequestRate, Window: w,
-		MeasureStart: facts.Start, MeasureEnd: facts.End, Coverage: 1,
+		MeasureStart: facts.Start, MeasureEnd: facts.End, Coverage: 1, SLO: facts.SLO.String(), AgentNotes: facts.AgentNotes,
 	}
 	if err := report.WritePoint(r.cfg.OutDir, pt, "[fleetbench run "+r.cfg.Label+"]"); err != nil {
 		return sum, errors.Join(err, logErr)
 	}
-	if facts.Interrupted {
+	if facts.Interrupted && ctx.Err() != nil {
 		fmt.Fprintln(r.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
 		r.logRequestLogErr(logErr)
 		return sum, errors.Join(ctx.Err(), logErr)
+	}
+	if facts.Interrupted {
+		fmt.Fprintln(r.stdout, "Stopped early (--abort-on-fail): a threshold failed; result.json is marked \"interrupted\": true.")
 	}
 	if sum.Completed == 0 {
 		// Every request failed: the result is saved, and the run fails

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -72,8 +73,15 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 		Agents: c.Agents, Stages: []coordinator.Stage{stage}, Client: c.clientConfig(target, model), Source: src,
 		Workload:      workload.Config{Seed: wl.Seed, MaxTokens: wl.MaxTokens, SessionHeader: wl.SessionHeader},
 		EngineOptions: engOpts, Observe: observe, Version: c.Version, SLO: c.SLO, FailFast: c.FailFast,
+		Judge: c.earlyJudge(),
 	})
 	interrupted := ctx.Err() != nil
+	var early *result.ThresholdError
+	if errors.As(runErr, &early) {
+		// Stopped early by a failed threshold: the measurement so far is
+		// saved and judged below.
+		interrupted, runErr = true, nil
+	}
 	if runErr != nil && !interrupted {
 		return nil, fmt.Errorf("run load: %w", runErr)
 	}

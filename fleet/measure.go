@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/result"
 )
 
 // StageResult returns stage i of res, nil when it has none. A stage cut
@@ -123,4 +124,34 @@ func notesSuffix(notes []string) string {
 		return ""
 	}
 	return " (agents: " + strings.Join(notes, "; ") + ")"
+}
+
+// EarlyJudge returns a coordinator.Config.Judge that checks ths on a
+// stage's measurement so far (goodput counted against slo) and, at the
+// first failure, returns a *result.ThresholdError naming the stage: the
+// run stops early (k6's abortOnFail) and exits as a failed threshold.
+func EarlyJudge(ths []result.Threshold, slo result.SLO) func(stage int, measured *record.Window, elapsed time.Duration) error {
+	return func(stage int, measured *record.Window, elapsed time.Duration) error {
+		if elapsed <= 0 || measured.Counters.Requests+measured.Counters.Failed == 0 {
+			return nil
+		}
+		end := time.Now()
+		facts := result.Load{}.Facts(end.Add(-elapsed), end, elapsed)
+		facts.SLO = slo
+		sum, err := result.New(measured, facts)
+		if err != nil {
+			return fmt.Errorf("judge stage %d: %w", stage, err)
+		}
+		var failed []result.Verdict
+		for _, th := range ths {
+			if v := th.Check(sum, measured); !v.Pass {
+				v.Raw = fmt.Sprintf("stage %d after %s (stopped early)", stage, elapsed.Round(time.Second)) + ": " + v.Raw
+				failed = append(failed, v)
+			}
+		}
+		if len(failed) > 0 {
+			return &result.ThresholdError{Failed: failed}
+		}
+		return nil
+	}
 }

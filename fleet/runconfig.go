@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
@@ -64,6 +65,10 @@ type RunConfig struct {
 	// are checked on the result (result.Judge) after it is saved.
 	SLO        result.SLO
 	Thresholds []result.Threshold
+	// AbortOnFail checks Thresholds every few seconds of the measurement
+	// and stops the run at the first failure (the result is saved, cut
+	// short, and judged).
+	AbortOnFail bool
 	// FailFast stops a single-engine run whose requests of its first
 	// FailFast all failed with one class (0: never).
 	FailFast time.Duration
@@ -86,6 +91,14 @@ type SimConfig struct {
 }
 
 // Validate reports every problem with c at once.
+// earlyJudge is the fleet's Judge for AbortOnFail, nil without it.
+func (c RunConfig) earlyJudge() func(int, *record.Window, time.Duration) error {
+	if !c.AbortOnFail || len(c.Thresholds) == 0 {
+		return nil
+	}
+	return EarlyJudge(c.Thresholds, c.SLO)
+}
+
 func (c RunConfig) Validate() error {
 	var errs []error
 	bad := func(msg string) { errs = append(errs, errors.New(msg)) }

@@ -172,6 +172,9 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg, Version: cfg.Version,
 		SLO: spec.SLO(), KeyRequired: keyRequired, FailFast: spec.FailFast.D(),
 	}
+	if ths := spec.ParsedThresholds(); spec.AbortOnFail && len(ths) > 0 {
+		fc.Judge = EarlyJudge(ths, spec.SLO())
+	}
 	fc.OnAgents = live.SetAgents
 	if remote != nil {
 		// Remote agents' samples stay with them: their interval reports

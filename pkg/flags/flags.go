@@ -267,6 +267,12 @@ func ParseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// AbortOnFail registers --abort-on-fail, bound to abort.
+func AbortOnFail(fs *pflag.FlagSet, abort *bool) {
+	fs.BoolVar(abort, "abort-on-fail", *abort, "check the --threshold criteria every few seconds while a level is measured and stop at the first failure (its result is saved, cut short)")
+	Group(fs, GroupOutput, "abort-on-fail")
+}
+
 // ExitThresholds is the exit code of a command whose results are saved
 // but failed a --threshold (the README lists every exit code).
 const ExitThresholds = 3

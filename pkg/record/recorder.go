@@ -107,6 +107,19 @@ func (r *Recorder) window(id uint32) *Window {
 	return fresh
 }
 
+// Peek returns a copy of window id as recorded since the previous Drain,
+// or nil when it has none. It copies every histogram under the Recorder's
+// lock, so it stalls recording for that long: call it seconds apart, not
+// per sample. Safe for concurrent use.
+func (r *Recorder) Peek(id uint32) *Window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.windows[id]; w != nil {
+		return w.Clone()
+	}
+	return nil
+}
+
 // Drain returns the data recorded since the previous Drain, one Window per
 // window id that received a sample or an Update, sorted by ID, and starts a
 // new interval. The windows belong to the caller. Safe for concurrent use.

@@ -100,6 +100,7 @@ func AddFlags(fs *pflag.FlagSet, s *Spec) {
 	flags.FailFast(fs, (*time.Duration)(&s.FailFast))
 	flags.Goodput(fs, &s.Goodput)
 	flags.Thresholds(fs, &s.Thresholds, flags.ExitThresholds)
+	flags.AbortOnFail(fs, &s.AbortOnFail)
 	flags.Workload(fs, &s.Workload)
 	flags.AddLoad(fs, flags.Load{
 		Concurrency: &s.Levels, RequestRate: &s.RequestRate, Warmup: (*time.Duration)(&s.Warmup),

@@ -124,6 +124,9 @@ type Spec struct {
 	// (result.ParseThreshold), e.g. "error_rate<1%"; a failed one makes the
 	// sweep exit with the thresholds' code.
 	Thresholds []string `json:"thresholds,omitempty"`
+	// AbortOnFail checks Thresholds every few seconds of a level's
+	// measurement and stops the sweep at the first failure.
+	AbortOnFail bool `json:"abort_on_fail,omitempty"`
 
 	// Sim is the in-process simulator used without a target.
 	Sim Sim `json:"sim,omitzero"`
