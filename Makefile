@@ -34,6 +34,17 @@ help: ## list the targets
 build: ## build bin/fleetbench
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetbench .
 
+# The image's platforms; the binary is pure Go, so each is a cross build.
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+
+.PHONY: image
+image: ## build the OCI image into out/image without Docker; IMAGE=registry/repo:tag also pushes it
+	@args=""; for p in $(IMAGE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o out/image-build/fleetbench-$$os-$$arch . ; \
+	  args="$$args --binary $$p=out/image-build/fleetbench-$$os-$$arch"; done; \
+	  $(GO) run ./deploy/image $$args --version '$(VERSION)' --revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+	    --out out/image $(if $(IMAGE),--push '$(IMAGE)')
+
 .PHONY: test
 test: lint check-generate kube-build ## run every check and test, Kubernetes ones on a real local control plane
 	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
