@@ -64,7 +64,7 @@ calibrate: ## run the published Dynamo sweep on the simulator and compare every 
 	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate$$' -v ./pkg/sim/calibrate/
 
 .PHONY: demo
-demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2.5 min)
+demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2 min)
 	rm -rf out/demo
 	./bin/fleetbench sweep -f deploy/examples/demo-sweep.yaml --out out/demo
 

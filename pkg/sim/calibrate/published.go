@@ -93,7 +93,7 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 		"mode", "sessions", "sent", "p50 sim", "p50 pub", "ratio", "p95 sim", "p95 pub", "ratio", "req/s", "out")
 	hold := map[sim.Mode]int{}
 	broke := map[sim.Mode]bool{}
-	var last map[sim.Mode]Point = map[sim.Mode]Point{}
+	last := map[sim.Mode]Point{}
 	for _, p := range pts {
 		p50, p95, ok := pub.ttft(p.Sessions, p.Mode)
 		if !ok {
