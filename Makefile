@@ -70,8 +70,12 @@ bench: ## run the benchmarks and print their figures (about 2 minutes)
 	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
 
+.PHONY: calibrate
+calibrate: ## run the published Dynamo sweep on the simulator and compare every cell (~12 min)
+	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate$$' -v ./pkg/sim/calibrate/
+
 .PHONY: demo
-demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2.5 min)
+demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2 min)
 	rm -rf out/demo
 	./bin/fleetbench sweep -f deploy/examples/demo-sweep.yaml --out out/demo
 

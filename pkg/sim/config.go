@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -65,15 +66,70 @@ type EngineConfig struct {
 	MaxNumTokens int
 	// MaxModelLen is the longest prompt plus completion a request may have.
 	MaxModelLen int
-	// StepBase is the fixed cost of one step (reading the weights once).
+	// StepBase is the fixed cost of one forward pass of the target model
+	// (reading its weights once, plus launch and tensor-parallel overhead).
 	StepBase time.Duration
-	// PrefillPerToken is the cost of each uncached prompt token in a step.
+	// PrefillPerToken is the cost of each uncached prompt token in a step
+	// (its share of the matrix multiplications and attention).
 	PrefillPerToken time.Duration
-	// DecodePerSeq is the cost of each decoding sequence in a step.
+	// DecodePerSeq is the cost of each token a decoding sequence feeds the
+	// target model in a step: one without speculative decoding, 1 +
+	// DraftTokens with it (the last token and the drafts to verify).
 	DecodePerSeq time.Duration
 	// AttentionPer1K is the cost of attending over 1,000 context tokens of
 	// a decoding sequence (reading its KV cache).
 	AttentionPer1K time.Duration
+
+	// DraftTokens is how many tokens a draft model proposes per step for
+	// speculative decoding (TensorRT-LLM max_draft_len); 0 turns it off.
+	DraftTokens int
+	// Acceptance is the probability that the target accepts each draft
+	// token given it accepted the previous ones; a step yields 1 + the
+	// accepted run, on average (1 - a^(k+1)) / (1 - a) tokens.
+	Acceptance float64
+	// DraftStep is the fixed cost of one forward pass of the draft model;
+	// a step runs DraftTokens of them before verifying.
+	DraftStep time.Duration
+	// DraftPerSeq is the cost of each decoding sequence in one draft pass.
+	DraftPerSeq time.Duration
+}
+
+// TokensPerStep is the mean number of tokens a decoding sequence gains per
+// step: 1 without speculative decoding, (1 - a^(k+1)) / (1 - a) with k
+// draft tokens accepted with probability a each.
+func (c EngineConfig) TokensPerStep() float64 {
+	if c.DraftTokens == 0 {
+		return 1
+	}
+	if c.Acceptance >= 1 {
+		return float64(c.DraftTokens + 1)
+	}
+	return (1 - math.Pow(c.Acceptance, float64(c.DraftTokens+1))) / (1 - c.Acceptance)
+}
+
+// DecodeStep is the simulated duration of one step of batch decoding
+// sequences with ctx context tokens each and nothing to prefill.
+func (c EngineConfig) DecodeStep(batch, ctx int) time.Duration {
+	return c.stepCost(0, batch, batch*ctx)
+}
+
+// PrefillStep is the simulated duration of a step that prefills n prompt
+// tokens alongside batch decoding sequences of ctx context tokens each.
+func (c EngineConfig) PrefillStep(n, batch, ctx int) time.Duration {
+	return c.stepCost(n, batch, batch*ctx)
+}
+
+// stepCost is the cost model of one step: the target's pass over prefill
+// and verify tokens plus, when any sequence decodes with a draft model,
+// DraftTokens draft passes.
+func (c EngineConfig) stepCost(prefill, decode, ctxTokens int) time.Duration {
+	d := c.StepBase + time.Duration(prefill)*c.PrefillPerToken +
+		time.Duration(decode*(1+c.DraftTokens))*c.DecodePerSeq +
+		time.Duration(int64(ctxTokens)*int64(c.AttentionPer1K)/1000)
+	if decode > 0 && c.DraftTokens > 0 {
+		d += time.Duration(c.DraftTokens) * (c.DraftStep + time.Duration(decode)*c.DraftPerSeq)
+	}
+	return d
 }
 
 // Validate reports the first problem with c.
@@ -91,21 +147,33 @@ func (c EngineConfig) Validate() error {
 		return fmt.Errorf("max model len %d: want at least 16", c.MaxModelLen)
 	case c.StepBase <= 0:
 		return fmt.Errorf("step base %v: want > 0", c.StepBase)
-	case c.PrefillPerToken < 0, c.DecodePerSeq < 0, c.AttentionPer1K < 0:
+	case c.PrefillPerToken < 0, c.DecodePerSeq < 0, c.AttentionPer1K < 0, c.DraftStep < 0, c.DraftPerSeq < 0:
 		return errors.New("step costs must not be negative")
+	case c.DraftTokens < 0 || c.DraftTokens > 16:
+		return fmt.Errorf("draft tokens %d: want 0..16", c.DraftTokens)
+	case c.Acceptance < 0 || c.Acceptance > 1:
+		return fmt.Errorf("acceptance %v: want 0..1", c.Acceptance)
+	case c.DraftTokens+1 > c.MaxNumTokens:
+		return fmt.Errorf("draft tokens %d: a decoding sequence needs %d of the %d-token budget", c.DraftTokens, c.DraftTokens+1, c.MaxNumTokens)
 	}
 	return nil
 }
 
-// OutputConfig is the distribution of natural completion lengths (when the
-// request does not force its length with ignore_eos). Lengths are log-normal
-// around Mean with shape Sigma, clamped to [Min, Max], and a pure function of
-// (prompt, seed).
+// OutputConfig decides completion lengths. With UntilMaxTokens, a request
+// that sets max_tokens gets exactly that many tokens, as a model run with
+// ignore_eos does: the workload sets each turn's length (fleetbench's
+// document chats draw it from the published answer lengths). Otherwise, and
+// for requests without max_tokens, the model stops naturally: lengths are
+// log-normal around Mean with shape Sigma, clamped to [Min, Max] and capped
+// at max_tokens, and a pure function of (prompt, seed).
 type OutputConfig struct {
 	Mean  int
 	Sigma float64
 	Min   int
 	Max   int
+	// UntilMaxTokens generates up to max_tokens whenever a request sets
+	// it; false is the natural-stop model.
+	UntilMaxTokens bool
 }
 
 // Validate reports the first problem with c.
@@ -114,6 +182,21 @@ func (c OutputConfig) Validate() error {
 		return fmt.Errorf("output length: want 1 <= min (%d) <= mean (%d) <= max (%d) and sigma >= 0", c.Min, c.Mean, c.Max)
 	}
 	return nil
+}
+
+// FrontendConfig is the time a request spends outside the engines before
+// its first token: a fixed part (HTTP, chat template, routing, the request
+// plane to the worker and the first chunk's way back) and a part per prompt
+// token that prefix caching does not remove (tokenising, hashing blocks for
+// the router, matching them in the worker's cache, moving token ids).
+type FrontendConfig struct {
+	Overhead         time.Duration
+	OverheadPerToken time.Duration
+}
+
+// Delay is the frontend's time for a prompt of n tokens.
+func (c FrontendConfig) Delay(n int) time.Duration {
+	return c.Overhead + time.Duration(n)*c.OverheadPerToken
 }
 
 // Defaults of the router and of the server lifecycle.
@@ -148,8 +231,10 @@ type Config struct {
 	Listen string
 	// Engine describes each replica.
 	Engine EngineConfig
-	// Output is the natural completion length distribution.
+	// Output decides completion lengths.
 	Output OutputConfig
+	// Frontend is the per-request cost outside the engines.
+	Frontend FrontendConfig
 
 	// OverlapWeight weighs blocks still to prefill against active decode
 	// blocks in the kv router's cost (Dynamo --kv-overlap-score-weight).
@@ -198,7 +283,8 @@ func ProfileConfig(name string) (Config, error) {
 		TimeScale:         1,
 		Listen:            "127.0.0.1:8000",
 		Engine:            p.Engine,
-		Output:            OutputConfig{Mean: 250, Sigma: 0.6, Min: 16, Max: 1024},
+		Output:            p.Output,
+		Frontend:          p.Frontend,
 		OverlapWeight:     DefaultOverlapWeight,
 		EventDelay:        DefaultEventDelay,
 		PrefixChars:       DefaultPrefixChars,
@@ -230,6 +316,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Output.Validate(); err != nil {
 		return err
+	}
+	if c.Frontend.Overhead < 0 || c.Frontend.OverheadPerToken < 0 {
+		return errors.New("frontend overhead must not be negative")
 	}
 	switch {
 	case c.OverlapWeight < 0:

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +87,7 @@ type worker struct {
 	waiting []*seq
 	running []*seq
 	pool    *blockPool
+	rng     *rand.Rand // draft acceptance
 	plan    []planned
 	scratch []uint32
 	lastEv  int64
@@ -111,6 +113,7 @@ func newWorker(idx int, cfg EngineConfig, scale float64, m *workerMetrics, publi
 		submit:  make(chan *seq, 4096),
 		ctrl:    make(chan ctrlMsg),
 		pool:    newBlockPool(cfg.NumBlocks),
+		rng:     rand.New(rand.NewPCG(uint64(idx)+1, 0xacce97)),
 	}
 }
 
@@ -223,8 +226,9 @@ func (w *worker) flushEvents(at time.Time) {
 	}
 }
 
-// stepCost is the simulated duration of the planned step: base + prefill
-// tokens + decoding sequences + their attention over context.
+// stepCost is the simulated duration of the planned step (see
+// EngineConfig.stepCost): prefill tokens, decoding sequences and their
+// attention over context, and the draft passes of speculative decoding.
 func (w *worker) stepCost() time.Duration {
 	var prefill, decode, ctxTokens int
 	for _, p := range w.plan {
@@ -235,9 +239,18 @@ func (w *worker) stepCost() time.Duration {
 			ctxTokens += p.s.computed
 		}
 	}
-	c := w.cfg
-	return c.StepBase + time.Duration(prefill)*c.PrefillPerToken + time.Duration(decode)*c.DecodePerSeq +
-		time.Duration(int64(ctxTokens)*int64(c.AttentionPer1K)/1000)
+	return w.cfg.stepCost(prefill, decode, ctxTokens)
+}
+
+// accepted draws how many of the step's draft tokens the target accepts,
+// at most limit: each is accepted with probability Acceptance as long as
+// the ones before it were.
+func (w *worker) accepted(limit int) int {
+	j := 0
+	for j < w.cfg.DraftTokens && j < limit && w.rng.Float64() < w.cfg.Acceptance {
+		j++
+	}
+	return j
 }
 
 // ensure gives s the blocks for n more computed tokens.
@@ -277,7 +290,13 @@ func (w *worker) schedule() {
 	for i := 0; i < len(w.running) && budget > 0; {
 		s := w.running[i]
 		n := min(s.known()-s.computed, budget)
-		if !w.ensure(s, n) {
+		// A decoding sequence feeds the target its last token and the
+		// drafts to verify, and may keep them all.
+		use := n
+		if s.generated > 0 && n == 1 {
+			use = 1 + w.cfg.DraftTokens
+		}
+		if !w.ensure(s, use) {
 			last := len(w.running) - 1
 			victim := w.running[last]
 			w.running = w.running[:last]
@@ -291,7 +310,7 @@ func (w *worker) schedule() {
 			continue
 		}
 		w.plan = append(w.plan, planned{s, n})
-		budget -= n
+		budget -= use
 		i++
 	}
 	if preempted {
@@ -365,7 +384,13 @@ func (w *worker) apply(now time.Time) {
 	generated := 0
 	for _, p := range w.plan {
 		s := p.s
-		s.computed += p.n
+		gain := 1
+		if s.generated > 0 && p.n == 1 {
+			gain += w.accepted(len(s.out.ids) - s.generated - 1)
+		}
+		// A verify step computes the KV of the last token and of the
+		// accepted drafts.
+		s.computed += p.n + gain - 1
 		for full := s.computed / bs; s.hashedHeld < full; s.hashedHeld++ {
 			i := s.hashedHeld
 			if i >= len(s.hashes) {
@@ -391,8 +416,8 @@ func (w *worker) apply(now time.Time) {
 			w.m.simTTFT.Observe(s.simTTFT.Seconds())
 			w.m.promptTokens.Add(float64(len(s.prompt)))
 		}
-		s.generated++
-		generated++
+		s.generated += gain
+		generated += gain
 		s.progress.Store(int32(s.generated))
 		if s.generated >= len(s.out.ids) {
 			w.releaseBlocks(s)

@@ -16,51 +16,75 @@ type Profile struct {
 	Model       string
 	Replicas    int
 	Engine      EngineConfig
+	// Output is the model's answer lengths.
+	Output OutputConfig
+	// Frontend is the serving stack's per-request cost outside the engine.
+	Frontend FrontendConfig
 }
 
-// How the figures were derived (approximate public numbers; good enough for
-// a simulator whose point is relative behaviour, not absolute numbers):
+// DocAnswers is the natural-stop answer length of a chat model asked about a
+// document: log-normal with a median near 850 tokens, the answers of the
+// published Dynamo sweep (docs/simulator.md). Under a max_tokens of 1,024
+// it averages about 830.
+var DocAnswers = OutputConfig{Mean: 880, Sigma: 0.3, Min: 16, Max: 4096, UntilMaxTokens: true}
+
+// How the figures were derived. docs/simulator.md has the full derivation
+// and the calibration of llama-3.1-70b-fp8-h100-tp2 against the published
+// Dynamo sweep (make calibrate); the other profiles use the same method
+// with their hardware's public figures but are not calibrated.
 //
 //   - Weights: Llama 3.1 70B in FP8 is about 70 GB, 8B about 8.5 GB.
-//   - KV bytes per token: 2 (K,V) x layers x KV heads x head dim x 2 bytes
-//     (FP16 KV): 70B has 80 layers, 8 KV heads, head dim 128 -> 320 KiB;
-//     8B has 32 layers -> 128 KiB (Llama 3.1 config.json).
-//   - KV memory: vLLM's gpu_memory_utilization 0.9 minus weights minus a few
-//     GB of activations and CUDA graphs.
+//   - KV bytes per token: 2 (K,V) x layers x KV heads x head dim x bytes:
+//     70B has 80 layers, 8 KV heads, head dim 128 -> 320 KiB in FP16,
+//     160 KiB in FP8; 8B has 32 layers (Llama 3.1 config.json).
 //   - Decode step at small batch is memory bound: weights / HBM bandwidth
 //     (H100 SXM 3.35 TB/s per GPU, H200 4.8 TB/s, L4 300 GB/s; NVIDIA data
-//     sheets) plus overhead. Each decoding sequence adds a little compute and
-//     reads its own KV (AttentionPer1K = 1,000 x KV bytes per token /
-//     bandwidth).
-//   - Prefill is compute bound: 2 x params FLOP per token at roughly 35-40%
-//     of dense FP8 peak (H100 ~990 TFLOPS per GPU, L4 ~242 TFLOPS); this
-//     matches the few thousand tokens/s per replica seen in vLLM and
-//     TensorRT-LLM benchmark posts.
-//   - MaxBatch and MaxNumTokens follow vLLM V1 defaults for the GPU class
-//     (max_num_seqs 256, max_num_batched_tokens 8192 on H100/H200; smaller
-//     on L4), block size 16 for vLLM and 32 for TensorRT-LLM.
+//     sheets) plus launch and tensor-parallel overhead. Each decoding
+//     sequence reads its own KV (AttentionPer1K = 1,000 x KV bytes per
+//     token / bandwidth).
+//   - Prefill is compute bound: 2 x params FLOP per token at roughly half
+//     of dense FP8 peak (H100 ~990 TFLOPS per GPU, L4 ~242 TFLOPS).
 var profiles = []Profile{
 	{
 		Name:        "llama-3.1-70b-fp8-h100-tp2",
-		Description: "Llama 3.1 70B FP8 on 2x H100 80GB (TP2), vLLM",
+		Description: "Llama 3.1 70B FP8 on 2x H100 80GB (TP2) with an 8B draft model, TensorRT-LLM behind Dynamo",
 		Model:       "meta-llama/Llama-3.1-70B-Instruct-FP8",
 		Replicas:    4,
 		Engine: EngineConfig{
-			BlockSize: 16,
-			// 160 GB x 0.9 - 70 GB weights - 8 GB = ~66 GB / 320 KiB
-			// = ~200k tokens = 12,500 blocks of 16.
-			NumBlocks:    12500,
-			MaxBatch:     256,
-			MaxNumTokens: 8192,
-			MaxModelLen:  32768,
-			// 70 GB / 6.7 TB/s = 10.5 ms, plus overhead.
+			// TensorRT-LLM tokens_per_block.
+			BlockSize: 32,
+			// FP8 KV cache of ~24 GB per GPU x 2 GPUs / 160 KiB per
+			// token = ~293k tokens = 9,150 blocks of 32: about 53
+			// sequences of the workload's ~5.5k-token mean context.
+			NumBlocks: 9150,
+			// The deployment's max_batch_size, max_num_tokens and max
+			// sequence length.
+			MaxBatch:     64,
+			MaxNumTokens: 16384,
+			MaxModelLen:  16384,
+			// 35 GB of weights per GPU / 3.35 TB/s = 10.4 ms at full
+			// bandwidth; ~75% of it plus the TP2 all-reduces.
 			StepBase: 14 * time.Millisecond,
-			// ~6,000 prefill tokens/s per replica.
-			PrefillPerToken: 165 * time.Microsecond,
-			DecodePerSeq:    80 * time.Microsecond,
-			// 1,000 x 320 KiB / 6.7 TB/s.
-			AttentionPer1K: 50 * time.Microsecond,
+			// 2 x 70.6e9 FLOP per token / (2 x 989 TFLOPS FP8 dense at
+			// ~50%), with the draft's prefill: ~7,000 tokens/s.
+			PrefillPerToken: 90 * time.Microsecond,
+			// Verify tokens are batched matrix work like prefill tokens
+			// but without the attention over the prompt.
+			DecodePerSeq: 120 * time.Microsecond,
+			// 1,000 x 160 KiB / 6.7 TB/s = 24 us, at ~70% of bandwidth.
+			AttentionPer1K: 35 * time.Microsecond,
+			// Draft-target speculative decoding with Llama 3.1 8B FP8.
+			DraftTokens: 4,
+			Acceptance:  0.65,
+			// 4.3 GB per GPU / 3.35 TB/s = 1.3 ms; small passes are
+			// bound by kernel launches and the all-reduce.
+			DraftStep:   4 * time.Millisecond,
+			DraftPerSeq: 40 * time.Microsecond,
 		},
+		Output: DocAnswers,
+		// Fitted to the published TTFT at 20 sessions after the engine's
+		// terms (docs/simulator.md).
+		Frontend: FrontendConfig{Overhead: 60 * time.Millisecond, OverheadPerToken: 20 * time.Microsecond},
 	},
 	{
 		Name:        "llama-3.1-70b-fp8-h200",
@@ -83,6 +107,7 @@ var profiles = []Profile{
 			// 1,000 x 320 KiB / 4.8 TB/s.
 			AttentionPer1K: 70 * time.Microsecond,
 		},
+		Output: DocAnswers,
 	},
 	{
 		Name:        "llama-3.1-8b-fp8-l4",
@@ -105,6 +130,7 @@ var profiles = []Profile{
 			// 1,000 x 128 KiB / 300 GB/s.
 			AttentionPer1K: 430 * time.Microsecond,
 		},
+		Output: DocAnswers,
 	},
 }
 

@@ -349,6 +349,7 @@ func TestRealismEvictionsWithSmallCache(t *testing.T) {
 		sims[i] = startSim(t, func(c *Config) {
 			c.Replicas = 1
 			c.TimeScale = 20
+			c.Engine.BlockSize = 16
 			c.Engine.NumBlocks = blocks
 			c.Output = OutputConfig{Mean: 80, Sigma: 0.3, Min: 20, Max: 100}
 		})

@@ -317,6 +317,21 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 		return
 	}
 
+	// The frontend's own time comes before routing, as tokenising and
+	// templating do in Dynamo and vLLM.
+	if d := s.cfg.scaled(s.cfg.Frontend.Delay(len(req.prompt))); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-s.quit:
+			t.Stop()
+			s.reject(w, endpoint, req.stream, &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, msg: errShutdown.Error()})
+			return
+		}
+	}
 	bs := s.cfg.Engine.BlockSize
 	sq := &seq{
 		prompt:  req.prompt,

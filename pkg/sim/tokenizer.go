@@ -186,7 +186,7 @@ func generate(ids []uint32, seed int64, out OutputConfig, p lengthParams, leadin
 	rng := rand.New(rand.NewPCG(h, uint64(seed)^0x9e3779b97f4a7c15))
 	natural := naturalLength(rng, out)
 	n, finish := natural, openai.FinishStop
-	if p.ignoreEOS || n > p.maxTokens {
+	if p.ignoreEOS || (out.UntilMaxTokens && p.capped) || n > p.maxTokens {
 		n, finish = p.maxTokens, openai.FinishLength
 	}
 	if n < p.minTokens {

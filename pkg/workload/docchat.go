@@ -52,6 +52,10 @@ type DocChatConfig struct {
 	MinTurns, MaxTurns int
 	// MaxTokens caps every turn's output; 0 leaves the run's default.
 	MaxTokens int
+	// Answers is the length of each answer: drawn per turn from the
+	// published distribution and sent as the turn's max_tokens (capped at
+	// MaxTokens) unless Answers.Natural is set.
+	Answers AnswerLength
 	// Think is the pause before each turn after the first.
 	Think ThinkTime
 	// UserModel, when set, writes follow-up questions with a second model.
@@ -79,6 +83,7 @@ func (c DocChatConfig) WithDefaults() DocChatConfig {
 		um := c.UserModel.WithDefaults()
 		c.UserModel = &um
 	}
+	c.Answers = c.Answers.WithDefaults()
 	return c
 }
 
@@ -97,6 +102,9 @@ func (c DocChatConfig) Validate() error {
 		return fmt.Errorf("docchat: max tokens is negative")
 	}
 	if err := c.Think.Validate(); err != nil {
+		return fmt.Errorf("docchat: %w", err)
+	}
+	if err := c.Answers.Validate(); err != nil {
 		return fmt.Errorf("docchat: %w", err)
 	}
 	if c.UserModel != nil {
@@ -231,7 +239,10 @@ func (c *docConv) Next(ctx context.Context, k int, history []openai.Message) (Tu
 		return Turn{}, fmt.Errorf("%w: turn %d of %d", ErrTurnRange, k, c.turns)
 	}
 	cfg := &c.src.cfg
-	t := Turn{MaxTokens: cfg.MaxTokens, ThinkTime: cfg.Think.At(cfg.Seed, c.index, k)}
+	t := Turn{
+		MaxTokens: cfg.Answers.tokens(turnRand(cfg.Seed, c.index, k, streamAnswer), cfg.MaxTokens),
+		ThinkTime: cfg.Think.At(cfg.Seed, c.index, k),
+	}
 	r := turnRand(cfg.Seed, c.index, k, streamQuestion)
 	if k == 0 {
 		t.User = c.doc.prefix + c.doc.render(firstQuestions[c.first], r)

@@ -132,6 +132,7 @@ const (
 	streamQuestion
 	streamDocument
 	streamShuffle
+	streamAnswer
 )
 
 // splitmix64 is the finaliser of SplitMix64: a bijective mix whose outputs
