@@ -52,6 +52,9 @@ test: lint check-generate kube-build ## run every check and test, Kubernetes one
 	  FLEETBENCH_KUBE_DIR=$$dir scripts/kube-env.sh start >/dev/null; \
 	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 \
 	    $(GO) test -race -count=1 -timeout 30m ./...
+	@# The simulator's calibration, short variant, alone: its latencies are
+	@# wall clock and must not share the CPU with the suite above.
+	FLEETBENCH_CALIBRATE=short $(GO) test -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/sim/calibrate/
 
 .PHONY: kube-build
 kube-build: ## build (once, cached outside the repo) the local Kubernetes control plane the tests use

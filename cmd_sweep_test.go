@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,7 +79,7 @@ agents: 2
 sim:
   time_scale: 10
   replicas: 4
-  kv_blocks: 800
+  kv_blocks: 400
 `
 
 func TestSweepEndToEndAgainstSimulator(t *testing.T) {
@@ -151,7 +152,7 @@ func TestSweepEndToEndAgainstSimulator(t *testing.T) {
 		t.Errorf("simulator mode changes %v, want kv, round_robin, kv", modes)
 	}
 	// The spec is kept for --resume, without the simulator's address.
-	if b, err := os.ReadFile(filepath.Join(out, sweeprun.SpecFile)); err != nil || !strings.Contains(string(b), "kv_blocks: 800") || strings.Contains(string(b), "127.0.0.1") {
+	if b, err := os.ReadFile(filepath.Join(out, sweeprun.SpecFile)); err != nil || !strings.Contains(string(b), "kv_blocks: 400") || strings.Contains(string(b), "127.0.0.1") {
 		t.Errorf("kept spec (%v):\n%s", err, b)
 	}
 }
@@ -315,14 +316,14 @@ func TestSweepUsageErrors(t *testing.T) {
 
 // TestDemoSweepFile checks that the committed demo spec is valid and plans
 // a KV-versus-round-robin sweep of at least 3 levels that fits in about
-// three minutes.
+// three minutes (1 to 3 minutes planned).
 func TestDemoSweepFile(t *testing.T) {
 	code, stdout, stderr := runCommand(t.Context(), "sweep", "-f", "deploy/examples/demo-sweep.yaml", "--dry-run")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if !strings.Contains(stdout, "x 2 modes (kv, round_robin) x 4 levels") || !strings.Contains(stdout, "time scale 10") ||
-		!strings.Contains(stdout, "estimated duration: 2m") {
+		!regexp.MustCompile(`estimated duration: [123]m`).MatchString(stdout) {
 		t.Errorf("demo plan:\n%s", stdout)
 	}
 }
