@@ -168,6 +168,14 @@ type Config struct {
 	// agents' progress. w is merged into the run's results: read it, do
 	// not change or keep it. It must return quickly.
 	OnReport func(agentID string, window uint32, w *record.Window)
+	// OnMeasureSpan, when set, is called from Run's loop when a stage's
+	// measured time is scheduled, with the planned start of its first
+	// measured window and the planned end of its last, and again with
+	// the new end whenever that end moves: a drain earlier than planned
+	// (an interrupt, every agent out of conversations) or a window added
+	// under PolicyRerun. Something that must read the server over exactly
+	// the measured time (pkg/scrape) follows it. It must return quickly.
+	OnMeasureSpan func(stage int, start, end time.Time)
 }
 
 // withDefaults fills the zero optional fields.
