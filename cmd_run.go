@@ -106,6 +106,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&o.percentiles, "percentiles", o.percentiles, "extra latency percentiles, comma-separated")
 	flags.Goodput(fs, &o.goodput)
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
+	flags.Scrape(fs, &rc.Scrape.Endpoints, &rc.Scrape.Interval, &rc.Scrape.Timeout)
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
 	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
