@@ -107,6 +107,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	flags.Goodput(fs, &o.goodput)
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
 	flags.AbortOnFail(fs, &rc.AbortOnFail)
+	flags.Scrape(fs, &rc.Scrape.Endpoints, &rc.Scrape.Interval, &rc.Scrape.Timeout)
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
 	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")

@@ -18,7 +18,7 @@ import (
 
 // docFiles are the documents whose fenced `fleetbench ...` commands must
 // run as written.
-var docFiles = []string{"README.md", "deploy/README.md", "docs/workloads.md", "docs/kube-env.md", "docs/design.md"}
+var docFiles = []string{"README.md", "deploy/README.md", "docs/workloads.md", "docs/kube-env.md", "docs/design.md", "docs/server-metrics.md"}
 
 // docCommand is one command line from a document.
 type docCommand struct {

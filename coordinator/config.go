@@ -178,6 +178,14 @@ type Config struct {
 	// the run with it (k6's abortOnFail: a threshold that failed). It runs
 	// on the loop, so it must be quick.
 	Judge func(stage int, measured *record.Window, elapsed time.Duration) error
+	// OnMeasureSpan, when set, is called from Run's loop when a stage's
+	// measured time is scheduled, with the planned start of its first
+	// measured window and the planned end of its last, and again with
+	// the new end whenever that end moves: a drain earlier than planned
+	// (an interrupt, every agent out of conversations) or a window added
+	// under PolicyRerun. Something that must read the server over exactly
+	// the measured time (pkg/scrape) follows it. It must return quickly.
+	OnMeasureSpan func(stage int, start, end time.Time)
 }
 
 // JudgeInterval is how often Config.Judge looks at the running stage.

@@ -245,6 +245,7 @@ func (r *run) lose(m *member, now time.Time, why string) {
 					w.rerun = true
 					r.st.reruns++
 					r.st.extend()
+					r.measureSpan(r.st.ends)
 				}
 			case PolicyFail:
 				r.err = fmt.Errorf("run stage %d: agent %q: %w", r.st.idx, m.id, ErrAgentLost)

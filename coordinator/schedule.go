@@ -92,6 +92,7 @@ func (r *run) schedule(now time.Time) {
 		st.bounds, st.kinds = append(st.bounds, t), append(st.kinds, KindMeasure)
 	}
 	st.ends = measureEnd
+	r.measureSpan(st.ends)
 	r.state = stRunning
 	r.logger.Info("stage scheduled", "stage", st.idx, "start_at", st.start, "windows", len(st.bounds))
 	r.advance(now)
@@ -102,6 +103,25 @@ func (st *stageRun) extend() {
 	win := st.ends.Sub(st.bounds[len(st.bounds)-1])
 	st.bounds, st.kinds = append(st.bounds, st.ends), append(st.kinds, KindMeasure)
 	st.ends = st.ends.Add(win)
+}
+
+// measureSpan tells Config.OnMeasureSpan the running stage's measured
+// time: from its first measured window's start to end (st.ends unless the
+// stage drains early). A drain before the measured time began gives an
+// empty span at its start.
+func (r *run) measureSpan(end time.Time) {
+	st := r.st
+	if r.cfg.OnMeasureSpan == nil || st == nil {
+		return
+	}
+	start := st.ends
+	for i, k := range st.kinds {
+		if k == KindMeasure {
+			start = st.bounds[i]
+			break
+		}
+	}
+	r.cfg.OnMeasureSpan(st.idx, start, later(end, start))
 }
 
 // advance sends phases due within PhaseLead and opens windows whose start
@@ -223,6 +243,9 @@ func (r *run) drain(now time.Time) {
 func (r *run) drainAtTime(t, now time.Time) {
 	st := r.st
 	st.drained, st.drainAt = true, t
+	if !t.Equal(st.ends) {
+		r.measureSpan(t)
+	}
 	// Every announced window stays (agents may have switched to it); the
 	// last one ends at t, or at its start if it had not begun.
 	last := r.lastWindow(st.idx)

@@ -34,6 +34,7 @@ func TestStagesShareOneFleet(t *testing.T) {
 		windows   int
 		reported  int64
 		reports   = map[string]int{}
+		spans     = map[int][2]time.Time{}
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -75,6 +76,11 @@ func TestStagesShareOneFleet(t *testing.T) {
 			windows++
 			mu.Unlock()
 		},
+		OnMeasureSpan: func(stage int, start, end time.Time) {
+			mu.Lock()
+			spans[stage] = [2]time.Time{start, end}
+			mu.Unlock()
+		},
 		OnReport: func(id string, _ uint32, w *record.Window) {
 			mu.Lock()
 			reported += w.Counters.Requests + w.Counters.Failed
@@ -114,6 +120,25 @@ func TestStagesShareOneFleet(t *testing.T) {
 	}
 	if windows != len(res.Windows) {
 		t.Errorf("OnWindowClosed saw %d windows, the result has %d", windows, len(res.Windows))
+	}
+	// OnMeasureSpan gave each stage's measured time: its measured windows'
+	// bounds.
+	for i := range res.Stages {
+		var first, last time.Time
+		for _, w := range res.Windows {
+			if w.Stage != i || w.Kind != coordinator.KindMeasure {
+				continue
+			}
+			if first.IsZero() || w.Start.Before(first) {
+				first = w.Start
+			}
+			if w.End.After(last) {
+				last = w.End
+			}
+		}
+		if sp, ok := spans[i]; !ok || !sp[0].Equal(first) || !sp[1].Equal(last) {
+			t.Errorf("stage %d: OnMeasureSpan %v, measured windows span %v to %v", i, sp, first, last)
+		}
 	}
 	var total int64
 	for _, w := range res.Windows {

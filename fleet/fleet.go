@@ -18,6 +18,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -58,15 +59,21 @@ type Config struct {
 	// (`fleetbench agent --coordinator ADDR`) instead of starting local
 	// ones; Agents is then unused.
 	Remote *Remote
-	// BeforeStage, OnWindowClosed, OnStageDone and OnReport are the
-	// coordinator's hooks (coordinator.Config).
+	// BeforeStage, OnWindowClosed, OnStageDone, OnReport and
+	// OnMeasureSpan are the coordinator's hooks (coordinator.Config).
 	BeforeStage    func(ctx context.Context, i int, s coordinator.Stage) error
 	OnWindowClosed func(*coordinator.WindowResult)
 	OnStageDone    func(*coordinator.StageResult)
+	OnMeasureSpan  func(stage int, start, end time.Time)
 	OnReport       func(agentID string, window uint32, w *record.Window)
 	OnAgents       func(ready, expected int)
 	// Judge is coordinator.Config.Judge (EarlyJudge: --abort-on-fail).
 	Judge func(stage int, measured *record.Window, elapsed time.Duration) error
+	// Scrape names the serving stack's /metrics endpoints that Sweeper.Run
+	// and RunConfig's agent run read over each stage's measured time, in
+	// this process (empty Endpoints: none; coordinator.Config's
+	// OnMeasureSpan drives it). Run itself does not read them.
+	Scrape scrape.Config
 	// Registerer, when set, takes the coordinator's metrics.
 	Registerer prometheus.Registerer
 	// Version is fleetbench's, which local agents report when they join.
@@ -180,7 +187,7 @@ func (cfg Config) coordinatorConfig() coordinator.Config {
 	return coordinator.Config{
 		Spec: spec, Stages: cfg.Stages, Window: cfg.Window, OutDir: cfg.OutDir, StartDelay: 200 * time.Millisecond, FailFast: cfg.FailFast,
 		BeforeStage: cfg.BeforeStage, OnWindowClosed: cfg.OnWindowClosed, OnStageDone: cfg.OnStageDone, OnReport: cfg.OnReport,
-		OnAgents: cfg.OnAgents, Judge: cfg.Judge,
+		OnAgents: cfg.OnAgents, Judge: cfg.Judge, OnMeasureSpan: cfg.OnMeasureSpan,
 	}
 }
 

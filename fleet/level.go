@@ -226,6 +226,21 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 		return nil, err
 	}
 
+	// The server's metrics over the measurement: from origin to its
+	// planned end, or to the end of a run cut short.
+	ss, stopScrape, err := r.startScrape(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer stopScrape()
+	planned := origin.Add(c.Duration)
+	if c.Duration == 0 {
+		planned = origin.Add(unboundedRun) // a budget: until it is spent
+	}
+	if ss != nil {
+		ss.schedule(0, origin, planned)
+	}
+
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	if c.Duration > 0 {
@@ -305,7 +320,35 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
 	facts.SLO = c.SLO
 	facts.Interrupted = interrupted
+	if ss != nil {
+		if end.Before(planned) {
+			ss.schedule(0, origin, end)
+		}
+		facts.Server = ss.result(context.WithoutCancel(ctx), 0)
+	}
 	return r.writeResult(ctx, w, facts, logErr, nil)
+}
+
+// unboundedRun stands for the planned end of a run without a duration.
+const unboundedRun = 100 * 365 * 24 * time.Hour
+
+// startScrape starts reading the run's --scrape endpoints (the in-process
+// simulator's for "sim"); a nil serverScrape without any. Its readings
+// outlive an interrupt, so the measured part of a run cut short is still
+// read, each bounded by the scrape timeout; stop ends it.
+func (r *levelRun) startScrape(ctx context.Context, env *runEnv) (*serverScrape, func(), error) {
+	if len(r.cfg.Scrape.Endpoints) == 0 {
+		return nil, func() {}, nil
+	}
+	simURL := ""
+	if env.sim != nil {
+		simURL = env.sim.URL()
+	}
+	sc, err := r.cfg.Scrape.WithDefaults().ResolveSim(simURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scrape: %w", err)
+	}
+	return startServerScrape(context.WithoutCancel(ctx), sc, r.logger)
 }
 
 // watch moves the engine to the measurement window at origin (when there
@@ -420,6 +463,7 @@ func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts resu
 	pt := &report.Point{
 		Run: 1, Mode: r.cfg.Label, Level: facts.MaxConcurrency, RPS: facts.RequestRate, Window: w,
 		MeasureStart: facts.Start, MeasureEnd: facts.End, Coverage: 1, SLO: facts.SLO.String(), AgentNotes: facts.AgentNotes,
+		Server: facts.Server,
 	}
 	if err := report.WritePoint(r.cfg.OutDir, pt, "[fleetbench run "+r.cfg.Label+"]"); err != nil {
 		return sum, errors.Join(err, logErr)

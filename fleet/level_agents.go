@@ -69,12 +69,21 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	logger.Info("run starting", "target", client.RedactURL(target), "model", model, "workload", src.Name(), "agents", c.Agents,
 		"concurrency", c.Load.Concurrency, "request_rate", c.Load.RequestRate, "warmup", c.Warmup, "duration", c.Duration)
 	wl := c.Workload
-	res, runErr := Run(ctx, Quiet(logger.Named("fleet")), Config{
+	fc := Config{
 		Agents: c.Agents, Stages: []coordinator.Stage{stage}, Client: c.clientConfig(target, model), Source: src,
 		Workload:      workload.Config{Seed: wl.Seed, MaxTokens: wl.MaxTokens, SessionHeader: wl.SessionHeader},
 		EngineOptions: engOpts, Observe: observe, Version: c.Version, SLO: c.SLO, FailFast: c.FailFast,
 		Judge: c.earlyJudge(),
-	})
+	}
+	ss, stopScrape, err := r.startScrape(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer stopScrape()
+	if ss != nil {
+		fc.OnMeasureSpan = ss.schedule
+	}
+	res, runErr := Run(ctx, Quiet(logger.Named("fleet")), fc)
 	interrupted := ctx.Err() != nil
 	var early *result.ThresholdError
 	if errors.As(runErr, &early) {
@@ -118,6 +127,9 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
 	facts.SLO, facts.AgentNotes = c.SLO, AgentNotes(st.Agents)
 	facts.Interrupted = interrupted
+	if ss != nil {
+		facts.Server = ss.result(context.WithoutCancel(ctx), 0)
+	}
 	agents := make([]string, 0, len(perAgent))
 	for _, id := range slices.Sorted(maps.Keys(perAgent)) {
 		agents = append(agents, fmt.Sprintf("%s=%d", id, perAgent[id]))

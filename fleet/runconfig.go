@@ -10,6 +10,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -75,6 +76,10 @@ type RunConfig struct {
 	// SkipPreflight skips ready.Preflight against a given target (the
 	// in-process simulator is never checked).
 	SkipPreflight bool
+	// Scrape names the serving stack's /metrics endpoints read at the
+	// start and end of the measurement (empty Endpoints: none);
+	// scrape.SimEndpoint is the in-process simulator's.
+	Scrape scrape.Config
 }
 
 // SimConfig is the built-in simulator a run starts in-process when it
@@ -155,12 +160,31 @@ func (c RunConfig) Validate() error {
 	if c.ResultFile != "" && (filepath.Base(c.ResultFile) != c.ResultFile || c.ResultFile == "." || c.ResultFile == "..") {
 		errs = append(errs, fmt.Errorf("--result-filename %q: want a file name, not a path (the file goes in --out)", c.ResultFile))
 	}
+	if len(c.Scrape.Endpoints) > 0 {
+		if err := c.validateScrape(); err != nil {
+			errs = append(errs, fmt.Errorf("--scrape: %w", err))
+		}
+	}
 	if c.Agents != 0 {
 		if err := c.validateAgents(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateScrape checks the scrape settings; "sim" needs the in-process
+// simulator, whose address is known only once it listens.
+func (c RunConfig) validateScrape() error {
+	simURL := ""
+	if c.Client.BaseURL == "" {
+		simURL = "http://sim.invalid"
+	}
+	sc, err := c.Scrape.WithDefaults().ResolveSim(simURL)
+	if err != nil {
+		return err
+	}
+	return sc.Validate()
 }
 
 // validateAgents rejects the settings a fleet level does not carry: the

@@ -130,6 +130,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 			return fmt.Errorf("set log output: %w", err)
 		}
 	}
+	simURL := ""
 	if simCfg != nil {
 		s, err := startSweepSim(ctx, simCfg, spec.Model, logger)
 		if err != nil {
@@ -137,7 +138,11 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		}
 		defer s.Close()
 		// The sim switch's URL defaults to the target: the simulator.
-		spec.Target = s.URL()
+		spec.Target, simURL = s.URL(), s.URL()
+	}
+	scrapeCfg, err := spec.ScrapeConfig().ResolveSim(simURL)
+	if err != nil {
+		return err
 	}
 	switchers, err := spec.Switchers(logger)
 	if err != nil {
@@ -170,7 +175,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	fc := Config{
 		Agents: max(spec.Agents, 1), Client: spec.ClientConfig(), Source: src,
 		Workload: wcfg, Endpoint: spec.Endpoint, Remote: remote, Registerer: reg, Version: cfg.Version,
-		SLO: spec.SLO(), KeyRequired: keyRequired, FailFast: spec.FailFast.D(),
+		SLO: spec.SLO(), KeyRequired: keyRequired, FailFast: spec.FailFast.D(), Scrape: scrapeCfg,
 	}
 	if ths := spec.ParsedThresholds(); spec.AbortOnFail && len(ths) > 0 {
 		fc.Judge = EarlyJudge(ths, spec.SLO())

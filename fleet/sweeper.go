@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
 )
 
@@ -54,6 +55,11 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 		windows []*coordinator.WindowResult
 		ended   *coordinator.StageResult // measured, not yet delivered
 	)
+	ss, stopScrape, err := startScrape(ctx, &cfg, f.logger)
+	if err != nil {
+		return err
+	}
+	defer stopScrape()
 	cfg.OnWindowClosed = func(w *coordinator.WindowResult) {
 		mu.Lock()
 		windows = append(windows, w)
@@ -67,7 +73,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 		ended = s
 		mu.Unlock()
 	}
-	deliver := func() error {
+	deliver := func(ctx context.Context) error {
 		mu.Lock()
 		st := ended
 		ended = nil
@@ -85,6 +91,10 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 			return err
 		}
 		notes := AgentNotes(st.Agents)
+		var server *scrape.Window
+		if ss != nil {
+			server = ss.result(ctx, st.Index)
+		}
 		if c := sm.Window.Counters; c.Requests+c.Failed == 0 {
 			// Never a row of zeros: a level that measured nothing ends
 			// the sweep with what the agents said.
@@ -93,7 +103,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 		if err := h.Done(st.Index, &sweeprun.Measurement{
 			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
 			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
-			AgentNotes: notes,
+			AgentNotes: notes, Server: server,
 		}); err != nil {
 			return err
 		}
@@ -101,7 +111,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 		return nil
 	}
 	cfg.BeforeStage = func(ctx context.Context, i int, _ coordinator.Stage) error {
-		if err := deliver(); err != nil {
+		if err := deliver(ctx); err != nil {
 			return err
 		}
 		f.metrics.SetLevel(0)
@@ -115,5 +125,20 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 	if _, err := Run(ctx, f.logger, cfg); err != nil {
 		return err
 	}
-	return deliver()
+	return deliver(ctx)
+}
+
+// startScrape starts reading the server's metrics over each stage's
+// measured time when cfg.Scrape names endpoints, and hooks it to the
+// coordinator's OnMeasureSpan; stop ends it once the last stage is
+// delivered.
+func startScrape(ctx context.Context, cfg *Config, logger hclog.Logger) (*serverScrape, func(), error) {
+	ss, stop, err := startServerScrape(ctx, cfg.Scrape, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ss != nil {
+		cfg.OnMeasureSpan = ss.schedule
+	}
+	return ss, stop, nil
 }

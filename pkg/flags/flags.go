@@ -21,6 +21,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/load"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -317,3 +318,15 @@ func (v *joinValue) Set(s string) error {
 
 func (v *joinValue) String() string { return *v.p }
 func (v *joinValue) Type() string   { return "KEY:MS" }
+
+// Scrape registers --scrape (repeatable), --scrape-interval and
+// --scrape-timeout, the serving stack's /metrics endpoints read at the
+// edges of every measured window (pkg/scrape), bound to the given fields.
+// Zero durations take pkg/scrape's defaults.
+func Scrape(fs *pflag.FlagSet, urls *[]string, interval, timeout *time.Duration) {
+	fs.StringArrayVar(urls, "scrape", *urls, "a /metrics URL of the serving stack (frontend, worker or aggregate) read at the start and end of every measured window, or \""+
+		scrape.SimEndpoint+"\" for the in-process simulator's; adds server-side figures to the results (repeatable)")
+	fs.DurationVar(interval, "scrape-interval", *interval, fmt.Sprintf("how often --scrape endpoints' gauges (queue, KV usage) are sampled within a window (0: %s)", scrape.DefaultInterval))
+	fs.DurationVar(timeout, "scrape-timeout", *timeout, fmt.Sprintf("bound on one read of one --scrape endpoint (0: %s)", scrape.DefaultTimeout))
+	Group(fs, GroupOutput, "scrape", "scrape-interval", "scrape-timeout")
+}

@@ -61,6 +61,7 @@ func analyze(s *Sweep) *analysis {
 	for k, c := range a.cells {
 		sort.Slice(c.runs, func(i, j int) bool { return c.runs[i].Run < c.runs[j].Run })
 		c.pooled, c.fromHist, c.mergeErr = pool(windows[k], c.runs)
+		poolServer(&c.pooled, c.runs)
 		if !c.fromHist {
 			a.averaged = true
 		}
@@ -225,7 +226,43 @@ func meanRow(rows []Row) Row {
 	}
 	out.Goodput = meanOpt(rows, func(r *Row) *float64 { return r.Goodput })
 	out.SLOAttainment = meanOpt(rows, func(r *Row) *float64 { return r.SLOAttainment })
+	for i := range rows {
+		// A figure some run did not measure is not measured across runs.
+		out.absent |= rows[i].absent
+	}
 	return out
+}
+
+// poolServer sets the server-side figures of out, the figures of one
+// (mode, level) across runs: the mean of the runs' values, the highest
+// for the maxima; nil unless every run measured the figure.
+func poolServer(out *Row, rows []Row) {
+	if len(rows) == 0 {
+		return
+	}
+	mean := func(f func(*Row) *float64) *float64 { return meanOpt(rows, f) }
+	out.ServerHitRate = mean(func(r *Row) *float64 { return r.ServerHitRate })
+	out.QueueMean = mean(func(r *Row) *float64 { return r.QueueMean })
+	out.QueueMax = maxOpt(rows, func(r *Row) *float64 { return r.QueueMax })
+	out.KVUsageMax = maxOpt(rows, func(r *Row) *float64 { return r.KVUsageMax })
+	out.Preemptions = mean(func(r *Row) *float64 { return r.Preemptions })
+	out.WorkerSkew = mean(func(r *Row) *float64 { return r.WorkerSkew })
+	out.SpecAcceptRate = mean(func(r *Row) *float64 { return r.SpecAcceptRate })
+}
+
+// maxOpt is the highest of the set values, nil unless every row has one.
+func maxOpt(rows []Row, f func(*Row) *float64) *float64 {
+	var m *float64
+	for i := range rows {
+		v := f(&rows[i])
+		if v == nil {
+			return nil
+		}
+		if m == nil || *v > *m {
+			m = v
+		}
+	}
+	return m
 }
 
 // cell returns the cell of (mode, level), or nil.

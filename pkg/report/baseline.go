@@ -22,6 +22,15 @@ type baselineMode struct {
 	// measured (the sweep's goodput objectives).
 	GoodputRPS       *float64 `json:"goodput_rps,omitempty"`
 	SLOAttainmentPct *float64 `json:"slo_attainment_pct,omitempty"`
+	// The server-side figures (pkg/scrape), present only when measured:
+	// rates and KV usage in percent, as hit_rate_pct.
+	ServerHitRatePct  *float64 `json:"server_hit_rate_pct,omitempty"`
+	QueueMean         *float64 `json:"queue_mean,omitempty"`
+	QueueMax          *float64 `json:"queue_max,omitempty"`
+	KVUsageMaxPct     *float64 `json:"kv_usage_max_pct,omitempty"`
+	Preemptions       *float64 `json:"preemptions,omitempty"`
+	WorkerSkew        *float64 `json:"worker_skew,omitempty"`
+	SpecAcceptRatePct *float64 `json:"spec_accept_rate_pct,omitempty"`
 }
 
 // baselineJSON is baseline.json: per level (keyed by the level as a
@@ -66,6 +75,10 @@ func (a *analysis) writeBaseline(w io.Writer) error {
 				bm.GoodputRPS, bm.SLOAttainmentPct = &g, &a
 				per[m] = bm
 			}
+			bm := per[m]
+			bm.ServerHitRatePct, bm.KVUsageMaxPct, bm.SpecAcceptRatePct = roundOpt(r.ServerHitRate, 100), roundOpt(r.KVUsageMax, 100), roundOpt(r.SpecAcceptRate, 100)
+			bm.QueueMean, bm.QueueMax, bm.Preemptions, bm.WorkerSkew = roundOpt(r.QueueMean, 1), roundOpt(r.QueueMax, 1), roundOpt(r.Preemptions, 1), roundOpt(r.WorkerSkew, 1)
+			per[m] = bm
 		}
 		j.ByLevel[strconv.Itoa(l)] = per
 	}
@@ -78,4 +91,13 @@ func (a *analysis) writeBaseline(w io.Writer) error {
 		return fmt.Errorf("write baseline.json: %w", err)
 	}
 	return nil
+}
+
+// roundOpt is scale × *v rounded to 3 decimals, nil when v is.
+func roundOpt(v *float64, scale float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	r := round(scale**v, 3)
+	return &r
 }

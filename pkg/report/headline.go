@@ -129,11 +129,14 @@ func (a *analysis) commonLevels(m1, m2 string) []int {
 // TTFT p50 and p95 and output throughput, as the tables show them.
 func (a *analysis) differences(cand, base string, level int) string {
 	cr, br := a.cell(cand, level).pooled, a.cell(base, level).pooled
-	return fmt.Sprintf("At %d sessions %s against %s: TTFT p50 %.1f ms against %.1f ms%s, TTFT p95 %.1f ms against %.1f ms%s, output throughput %.1f against %.1f tok/s%s.",
+	tput := "output throughput n/a (not measured)"
+	if cr.Measured("output_tps") && br.Measured("output_tps") {
+		tput = fmt.Sprintf("output throughput %.1f against %.1f tok/s%s", cr.OutputTPS, br.OutputTPS, relative(cr.OutputTPS, br.OutputTPS))
+	}
+	return fmt.Sprintf("At %d sessions %s against %s: TTFT p50 %.1f ms against %.1f ms%s, TTFT p95 %.1f ms against %.1f ms%s, %s.",
 		level, cand, base,
 		1000*cr.TTFTP50, 1000*br.TTFTP50, relative(cr.TTFTP50, br.TTFTP50),
-		1000*cr.TTFTP95, 1000*br.TTFTP95, relative(cr.TTFTP95, br.TTFTP95),
-		cr.OutputTPS, br.OutputTPS, relative(cr.OutputTPS, br.OutputTPS))
+		1000*cr.TTFTP95, 1000*br.TTFTP95, relative(cr.TTFTP95, br.TTFTP95), tput)
 }
 
 // relative is " (81% lower)": c against b in percent of b, or "" when b

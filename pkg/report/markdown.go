@@ -82,18 +82,25 @@ type metricCol struct {
 	// measured: nil is spelled "n/a".
 	opt  func(*Row) *float64
 	cell func(float64) string
+	// col, when set, is the TSV column f reads: a row read from a TSV
+	// without it (Row.Measured) is spelled "n/a", not 0.
+	col string
 }
 
-func msCol(name string, f func(*Row) float64) metricCol {
-	return metricCol{name: name, f: f, cell: msCell}
+func msCol(name, col string, f func(*Row) float64) metricCol {
+	return metricCol{name: name, f: f, cell: msCell, col: col}
 }
 
-func pctCol(name string, f func(*Row) float64) metricCol {
-	return metricCol{name: name, f: f, cell: pctCell}
+func pctCol(name, col string, f func(*Row) float64) metricCol {
+	return metricCol{name: name, f: f, cell: pctCell, col: col}
 }
 
-func fixedCol(name string, prec int, f func(*Row) float64) metricCol {
-	return metricCol{name: name, f: f, cell: func(v float64) string { return fmt.Sprintf("%.*f", prec, v) }}
+func fixedCol(name, col string, prec int, f func(*Row) float64) metricCol {
+	return metricCol{name: name, f: f, cell: func(v float64) string { return fmt.Sprintf("%.*f", prec, v) }, col: col}
+}
+
+func optCell(name string, f func(*Row) *float64, cell func(float64) string) metricCol {
+	return metricCol{name: name, opt: f, cell: cell}
 }
 
 // perModeTable writes a table with one row per level and, per mode, one
@@ -113,6 +120,8 @@ func (a *analysis) perModeTable(b *md, cols []metricCol) {
 				switch cl := a.cell(m, l); {
 				case cl == nil:
 					r = append(r, dash)
+				case c.col != "" && !cl.pooled.Measured(c.col):
+					r = append(r, "n/a")
 				case c.opt != nil && c.opt(&cl.pooled) == nil:
 					r = append(r, "n/a")
 				case c.opt != nil:
@@ -152,37 +161,39 @@ func (a *analysis) writeMarkdown(b *md, charts []string, dir string) {
 
 	b.h2("KV-cache hit rate")
 	b.p("Token-weighted: cached prompt tokens / prompt tokens of successful requests, in percent.")
-	a.perModeTable(b, []metricCol{pctCol("hit rate (%)", func(r *Row) float64 { return r.HitRate })})
+	a.perModeTable(b, []metricCol{pctCol("hit rate (%)", "", func(r *Row) float64 { return r.HitRate })})
 	b.p("By turn: turn 1 (nothing to reuse from this conversation yet) against later turns.")
 	a.perModeTable(b, []metricCol{
-		pctCol("turn 1 (%)", func(r *Row) float64 { return r.Turn1HitRate }),
-		pctCol("later turns (%)", func(r *Row) float64 { return r.LaterHitRate }),
+		pctCol("turn 1 (%)", "turn1_hit_rate", func(r *Row) float64 { return r.Turn1HitRate }),
+		pctCol("later turns (%)", "later_hit_rate", func(r *Row) float64 { return r.LaterHitRate }),
 	})
 
+	a.writeServer(b)
 	a.writeGoodput(b)
 
 	b.h2("Throughput and request rate")
 	b.p("Output tokens and completed requests per second of the measurement window; errors in percent of requests sent.")
 	a.perModeTable(b, []metricCol{
-		fixedCol("output tok/s", 1, func(r *Row) float64 { return r.OutputTPS }),
-		fixedCol("req/s", 2, func(r *Row) float64 { return r.ActualRPS }),
-		fixedCol("errors (%)", 2, func(r *Row) float64 { return r.ErrorPct }),
+		fixedCol("output tok/s", "output_tps", 1, func(r *Row) float64 { return r.OutputTPS }),
+		fixedCol("req/s", "", 2, func(r *Row) float64 { return r.ActualRPS }),
+		fixedCol("errors (%)", "", 2, func(r *Row) float64 { return r.ErrorPct }),
 	})
 
 	for _, lat := range []struct {
-		title, note   string
-		p50, p95, p99 func(*Row) float64
+		title, note, col string
+		p50, p95, p99    func(*Row) float64
 	}{
-		{"Inter-token latency (ITL)", "Each gap between consecutive content chunks, in ms.",
+		{"Inter-token latency (ITL)", "Each gap between consecutive content chunks, in ms.", "itl",
 			func(r *Row) float64 { return r.ITLP50 }, func(r *Row) float64 { return r.ITLP95 }, func(r *Row) float64 { return r.ITLP99 }},
-		{"Time per output token (TPOT)", "(E2E − TTFT) / (output tokens − 1) per request, in ms.",
+		{"Time per output token (TPOT)", "(E2E − TTFT) / (output tokens − 1) per request, in ms.", "tpot",
 			func(r *Row) float64 { return r.TPOTP50 }, func(r *Row) float64 { return r.TPOTP95 }, func(r *Row) float64 { return r.TPOTP99 }},
-		{"End-to-end latency (E2E)", "From sending the request to the end of the stream, in ms.",
+		{"End-to-end latency (E2E)", "From sending the request to the end of the stream, in ms.", "e2e",
 			func(r *Row) float64 { return r.E2EP50 }, func(r *Row) float64 { return r.E2EP95 }, func(r *Row) float64 { return r.E2EP99 }},
 	} {
 		b.h2(lat.title)
 		b.p("%s", lat.note)
-		a.perModeTable(b, []metricCol{msCol("p50", lat.p50), msCol("p95", lat.p95), msCol("p99", lat.p99)})
+		a.perModeTable(b, []metricCol{msCol("p50", lat.col+"_p50_sec", lat.p50), msCol("p95", lat.col+"_p95_sec", lat.p95),
+			msCol("p99", lat.col+"_p99_sec", lat.p99)})
 	}
 
 	if a.maxRuns() >= 2 {
@@ -397,7 +408,7 @@ func (a *analysis) writeSpread(b *md) {
 			p95 := a.spreadOf(m, l, func(r *Row) float64 { return r.TTFTP95 })
 			rows = append(rows, []string{m, fmt.Sprint(l), fmt.Sprint(p95.N),
 				ciCell(p95, 1000, 1), valuesCell(p95, 1000, 1),
-				ciCell(a.spreadOf(m, l, func(r *Row) float64 { return r.OutputTPS }), 1, 1),
+				a.measuredCell(c, "output_tps", ciCell(a.spreadOf(m, l, func(r *Row) float64 { return r.OutputTPS }), 1, 1)),
 				ciCell(a.spreadOf(m, l, func(r *Row) float64 { return r.HitRate }), 100, 1)})
 		}
 	}
@@ -510,13 +521,18 @@ func (a *analysis) writeGoodput(b *md) {
 	}
 	b.h2("Goodput and SLO attainment")
 	b.p("A request is good when it succeeded and met every objective (%s), as vLLM's --goodput counts it. Goodput is good requests per second of the measurement window; attainment is the share of the requests sent that were good, in percent. \"n/a\": not measured.", slo)
-	opt := func(name string, f func(*Row) *float64, cell func(float64) string) metricCol {
-		return metricCol{name: name, opt: f, cell: cell}
-	}
 	a.perModeTable(b, []metricCol{
-		opt("goodput (req/s)", func(r *Row) *float64 { return r.Goodput }, func(v float64) string { return fmt.Sprintf("%.2f", v) }),
-		opt("attainment (%)", func(r *Row) *float64 { return r.SLOAttainment }, pctCell),
+		optCell("goodput (req/s)", func(r *Row) *float64 { return r.Goodput }, func(v float64) string { return fmt.Sprintf("%.2f", v) }),
+		optCell("attainment (%)", func(r *Row) *float64 { return r.SLOAttainment }, pctCell),
 	})
+}
+
+// measuredCell is text, or "n/a" when c's figures lack the TSV column col.
+func (a *analysis) measuredCell(c *cell, col, text string) string {
+	if !c.pooled.Measured(col) {
+		return "n/a"
+	}
+	return text
 }
 
 // points returns the points of (mode, level), by run.

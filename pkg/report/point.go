@@ -14,6 +14,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 )
 
 // File names inside a point's directory.
@@ -65,6 +66,7 @@ type pointJSON struct {
 	Errors       []errorJSON         `json:"errors,omitempty"`
 	SLO          string              `json:"slo,omitempty"`
 	AgentNotes   []string            `json:"agent_notes,omitempty"`
+	Server       *scrape.Window      `json:"server,omitempty"`
 }
 
 // errorJSON is one of a window's distinct failures (record.ErrorStat).
@@ -104,7 +106,7 @@ func writePointFiles(dir string, p *Point, comment string) error {
 	pj := pointJSON{
 		Format: pointFormat, Run: p.Run, Mode: p.Mode, Level: p.Level, RPS: p.RPS,
 		MeasureStart: p.MeasureStart.UTC(), MeasureEnd: p.MeasureEnd.UTC(), Coverage: p.Coverage,
-		Degraded: p.Degraded, StartSkewNS: int64(p.StartSkew), Agents: p.Agents, SLO: p.SLO, AgentNotes: p.AgentNotes,
+		Degraded: p.Degraded, StartSkewNS: int64(p.StartSkew), Agents: p.Agents, SLO: p.SLO, AgentNotes: p.AgentNotes, Server: p.Server,
 		HDR: w.Config, WindowID: w.ID, FirstSend: w.FirstSend.UTC(), LastEnd: w.LastEnd.UTC(),
 		Counters: w.Counters, Clamped: map[string]int64{}, Turns: map[string]turnJSON{},
 	}
@@ -201,7 +203,7 @@ func readPoint(dir string) (*Point, error) {
 		Run: pj.Run, Mode: pj.Mode, Level: pj.Level, RPS: pj.RPS, Window: w,
 		MeasureStart: pj.MeasureStart, MeasureEnd: pj.MeasureEnd, Coverage: pj.Coverage,
 		Degraded: pj.Degraded, StartSkew: time.Duration(pj.StartSkewNS), Agents: pj.Agents,
-		SLO: pj.SLO, AgentNotes: pj.AgentNotes,
+		SLO: pj.SLO, AgentNotes: pj.AgentNotes, Server: pj.Server,
 	}, nil
 }
 

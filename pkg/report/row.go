@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 )
 
 // Row is one TSV row: the figures of one (run, mode, level). Latencies are
@@ -43,6 +44,28 @@ type Row struct {
 	// requests sent (0–1); nil when goodput was not measured (no SLO, or a
 	// TSV without the columns): an empty cell, never 0.
 	Goodput, SLOAttainment *float64
+	// The server's own figures over the measured time (pkg/scrape), nil
+	// when not measured (not scraped, no such metric, no TSV column): an
+	// empty cell, never 0. ServerHitRate and SpecAcceptRate are 0–1
+	// fractions, KVUsageMax too; WorkerSkew is max ÷ mean requests per
+	// worker.
+	ServerHitRate, QueueMean, QueueMax, KVUsageMax, Preemptions, WorkerSkew, SpecAcceptRate *float64
+
+	// absent marks the columns a TSV lacked or left empty (by index in
+	// columns): figures not measured, which read as zero fields.
+	absent colSet
+}
+
+// colSet is a set of column indices.
+type colSet uint64
+
+// Measured reports whether the figure of the TSV column name was measured:
+// false when the row was read from a TSV that lacked the column or left
+// it empty. Every column of a row computed from a window is measured
+// (optional figures are nil pointers instead).
+func (r *Row) Measured(name string) bool {
+	i, ok := columnIndex[name]
+	return !ok || r.absent&(1<<i) == 0
 }
 
 // RowOf computes p's row from its Window (or returns a copy of p.Row, with
@@ -92,6 +115,7 @@ func RowOf(p *Point) Row {
 	e2e := w.Summary(record.E2E)
 	r.E2EP50, r.E2EP95, r.E2EP99 = sec(e2e.P50), sec(e2e.P95), sec(e2e.P99)
 	r.Turn1HitRate, r.LaterHitRate = turnHitRates(w)
+	setServer(&r, p.Server)
 	if p.SLO != "" {
 		good := float64(w.Counters.Good)
 		if secs := windowSeconds(p); secs > 0 {
@@ -102,6 +126,17 @@ func RowOf(p *Point) Row {
 		}
 	}
 	return r
+}
+
+// setServer copies the server-side figures of w into r; nothing when w is
+// nil (not scraped).
+func setServer(r *Row, w *scrape.Window) {
+	if w == nil {
+		return
+	}
+	t := w.Total
+	r.ServerHitRate, r.QueueMean, r.QueueMax, r.KVUsageMax = t.HitRate, t.QueueMean, t.QueueMax, t.KVUsageMax
+	r.Preemptions, r.SpecAcceptRate, r.WorkerSkew = t.Preemptions, t.SpecAcceptRate, w.WorkerSkew()
 }
 
 // windowSeconds is the length of p's measurement window in seconds.

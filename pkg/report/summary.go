@@ -46,20 +46,32 @@ func (a *analysis) summaryLines() []string {
 	out = append(out, line+".")
 
 	var bh, ch, bl, cl float64
+	later := true // every common cell measured its later turns' hit rate
 	for _, l := range common {
-		bh += a.cell(base, l).pooled.HitRate
-		ch += a.cell(cand, l).pooled.HitRate
-		bl += a.cell(base, l).pooled.LaterHitRate
-		cl += a.cell(cand, l).pooled.LaterHitRate
+		b, c := &a.cell(base, l).pooled, &a.cell(cand, l).pooled
+		bh += b.HitRate
+		ch += c.HitRate
+		bl += b.LaterHitRate
+		cl += c.LaterHitRate
+		later = later && b.Measured("later_hit_rate") && c.Measured("later_hit_rate")
 	}
 	n := float64(len(common))
-	out = append(out, fmt.Sprintf("The KV-cache hit rate averages %.1f%% for %s against %.1f%% for %s over the common levels (later turns: %.1f%% against %.1f%%).",
-		100*ch/n, cand, 100*bh/n, base, 100*cl/n, 100*bl/n))
+	laterText := "later turns: n/a, not measured"
+	if later {
+		laterText = fmt.Sprintf("later turns: %.1f%% against %.1f%%", 100*cl/n, 100*bl/n)
+	}
+	out = append(out, fmt.Sprintf("The KV-cache hit rate averages %.1f%% for %s against %.1f%% for %s over the common levels (%s).",
+		100*ch/n, cand, 100*bh/n, base, laterText))
 
-	line = fmt.Sprintf("At %d sessions %s delivers %.1f output tok/s and %.2f req/s, %s %.1f tok/s and %.2f req/s",
-		top, cand, ct.OutputTPS, ct.ActualRPS, base, bt.OutputTPS, bt.ActualRPS)
-	if bt.OutputTPS > 0 {
-		line += fmt.Sprintf(" (%+.1f%% output throughput)", 100*(ct.OutputTPS-bt.OutputTPS)/bt.OutputTPS)
+	if ct.Measured("output_tps") && bt.Measured("output_tps") {
+		line = fmt.Sprintf("At %d sessions %s delivers %.1f output tok/s and %.2f req/s, %s %.1f tok/s and %.2f req/s",
+			top, cand, ct.OutputTPS, ct.ActualRPS, base, bt.OutputTPS, bt.ActualRPS)
+		if bt.OutputTPS > 0 {
+			line += fmt.Sprintf(" (%+.1f%% output throughput)", 100*(ct.OutputTPS-bt.OutputTPS)/bt.OutputTPS)
+		}
+	} else {
+		line = fmt.Sprintf("At %d sessions %s delivers %.2f req/s, %s %.2f req/s (output tok/s: n/a, not measured)",
+			top, cand, ct.ActualRPS, base, bt.ActualRPS)
 	}
 	out = append(out, line+".")
 

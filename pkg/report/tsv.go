@@ -207,7 +207,26 @@ var columns = []column{
 	floatCol("start_skew_ms", 1, func(r *Row) *float64 { return &r.StartSkewMS }),
 	optCol("goodput_rps", 3, func(r *Row) **float64 { return &r.Goodput }),
 	optCol("slo_attainment", 4, func(r *Row) **float64 { return &r.SLOAttainment }),
+	optCol("server_hit_rate", 6, func(r *Row) **float64 { return &r.ServerHitRate }),
+	optCol("queue_mean", 3, func(r *Row) **float64 { return &r.QueueMean }),
+	optCol("queue_max", 3, func(r *Row) **float64 { return &r.QueueMax }),
+	optCol("kv_usage_max", 4, func(r *Row) **float64 { return &r.KVUsageMax }),
+	optCol("preemptions", 0, func(r *Row) **float64 { return &r.Preemptions }),
+	optCol("worker_skew", 3, func(r *Row) **float64 { return &r.WorkerSkew }),
+	optCol("spec_accept_rate", 4, func(r *Row) **float64 { return &r.SpecAcceptRate }),
 }
+
+// columnIndex is each column's index in columns (Row.absent's bits).
+var columnIndex = func() map[string]int {
+	if len(columns) > 64 {
+		panic("report: more columns than a colSet holds")
+	}
+	m := make(map[string]int, len(columns))
+	for i, c := range columns {
+		m[c.name] = i
+	}
+	return m
+}()
 
 // Columns returns the names of every column fleetbench writes, in order.
 func Columns() []string {
@@ -320,7 +339,9 @@ func ParseTSV(r io.Reader, name string) ([]Row, error) {
 		if len(fields) > len(cols) {
 			return nil, fmt.Errorf("%s:%d: %w: %d columns, but the header has %d", name, line, ErrTSV, len(fields), len(cols))
 		}
-		var row Row
+		// Every column after the leading ones is absent until a cell of
+		// it is read.
+		row := Row{absent: colSet(1)<<len(columns) - colSet(1)<<len(LeadingColumns)}
 		for i, f := range fields {
 			c := cols[i]
 			if c == nil {
@@ -330,6 +351,7 @@ func ParseTSV(r io.Reader, name string) ([]Row, error) {
 			if f == "" && i >= len(LeadingColumns) {
 				continue // an empty extra column reads as missing
 			}
+			row.absent &^= 1 << columnIndex[c.name]
 			if err := c.set(&row, f); err != nil {
 				return nil, fmt.Errorf("%s:%d: column %d %q: %w: %q is %w", name, line, i+1, names[i], ErrTSV, truncate(f), err)
 			}

@@ -92,6 +92,12 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 	if s.UsageMissing > 0 {
 		b.int("Requests without usage:", s.UsageMissing)
 	}
+	if s.Server != nil {
+		s.writeServer(b)
+		if r := ServerReconciliation(s.HitRate, s.Completed > 0, s.Server.Total.HitRate); r != "" {
+			b.str("Hit rates differ:", r)
+		}
+	}
 
 	b.rule("TTFT by Turn", '-')
 	for _, g := range []struct {

@@ -226,6 +226,9 @@ func (s *Summary) ownFields() object {
 		}
 		o = append(o, field{"agent_notes", notes})
 	}
+	if s.Server != nil {
+		o = append(o, serverFields(s.Server)...)
+	}
 	if !s.SLO.IsZero() {
 		// The goodput objectives and the share of requests meeting them.
 		o = append(o, field{"goodput_slo", s.SLO.String()}, field{"slo_attainment", s.SLOAttainment})

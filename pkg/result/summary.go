@@ -34,6 +34,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 )
 
 // DefaultPercentiles is vLLM's --metric-percentiles default.
@@ -84,6 +85,10 @@ type Facts struct {
 	// AgentNotes says, one line each, which agents of a fleet failed, were
 	// lost or warned while the window was measured.
 	AgentNotes []string
+	// Server is what the serving stack's own /metrics said over the
+	// measured time (pkg/scrape); nil when it was not scraped, and then
+	// the block and result.json say nothing of it.
+	Server *scrape.Window
 	// Metadata are vLLM's --metadata KEY=VALUE pairs, saved as top-level
 	// keys of result.json after num_prompts, as vLLM saves them. A key must
 	// not be one of result.json's own (CheckMetadata).

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 )
 
 // Sim is the sweep file's `sim:` section: the built-in simulator the sweep
@@ -54,8 +55,55 @@ type Fleet struct {
 	NoRestore bool `json:"no_restore,omitempty"`
 }
 
-// addSettingsFlags registers the sim and fleet sections' flags bound to s.
+// Scrape is the sweep file's `scrape:` section: the serving stack's
+// /metrics endpoints read at the start and end of every level's measured
+// time (pkg/scrape), e.g. `scrape: {urls: [http://vllm:8000/metrics],
+// interval: 5s, timeout: 2s}`. Zero durations take pkg/scrape's defaults.
+type Scrape struct {
+	// URLs are the /metrics pages; scrape.SimEndpoint ("sim") stands for
+	// the in-process simulator's.
+	URLs []string `json:"urls,omitempty"`
+	// Interval is how often gauges are sampled within a level.
+	Interval Duration `json:"interval,omitempty"`
+	// Timeout bounds one read of one endpoint.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// ScrapeConfig is the scraper's configuration of the spec's scrape
+// section, defaults applied; its Endpoints are empty when nothing is
+// scraped, and may name scrape.SimEndpoint (scrape.Config.ResolveSim).
+func (s *Spec) ScrapeConfig() scrape.Config {
+	return scrape.Config{Endpoints: s.Scrape.URLs, Interval: s.Scrape.Interval.D(), Timeout: s.Scrape.Timeout.D()}.WithDefaults()
+}
+
+// validateScrape checks the scrape section.
+func (s *Spec) validateScrape() []error {
+	c := s.ScrapeConfig()
+	if len(c.Endpoints) == 0 {
+		if s.Scrape.Interval < 0 || s.Scrape.Timeout < 0 {
+			return []error{errors.New("scrape: interval and timeout must not be negative")}
+		}
+		return nil
+	}
+	simURL := ""
+	if s.Sim.Use {
+		simURL = "http://sim.invalid" // the simulator's address is known once it listens
+	}
+	c, err := c.ResolveSim(simURL)
+	if err != nil {
+		return []error{err}
+	}
+	if err := c.Validate(); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// addSettingsFlags registers the sim, fleet and scrape sections' flags
+// bound to s.
 func addSettingsFlags(fs *pflag.FlagSet, s *Spec) {
+	flags.Scrape(fs, &s.Scrape.URLs, (*time.Duration)(&s.Scrape.Interval), (*time.Duration)(&s.Scrape.Timeout))
+
 	fs.BoolVar(&s.Sim.Use, "sim", s.Sim.Use, "run against the built-in simulator in-process, even when the spec names a target")
 	fs.StringVar(&s.Sim.Profile, "sim-profile", s.Sim.Profile, "simulator: hardware profile (default: the simulator's default; fleetbench sim --list-profiles)")
 	fs.Float64Var(&s.Sim.TimeScale, "sim-time-scale", s.Sim.TimeScale, "simulator: speed-up of simulated time; latencies are wall-clock (0: 1)")

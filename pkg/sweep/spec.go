@@ -134,6 +134,9 @@ type Spec struct {
 	Fleet Fleet `json:"fleet,omitzero"`
 	// Kube holds the Kubernetes agent flags by name (ApplyKube).
 	Kube map[string]any `json:"kube,omitempty"`
+	// Scrape names the serving stack's /metrics endpoints read over every
+	// level's measured time (server-side figures); empty: none.
+	Scrape Scrape `json:"scrape,omitzero"`
 }
 
 // Mode is one routing mode of the sweep.
@@ -451,6 +454,7 @@ func (s *Spec) Validate() error {
 		add("agents %d must not be negative", s.Agents)
 	}
 	errs = append(errs, s.validateFleet(s.KubeAgents())...)
+	errs = append(errs, s.validateScrape()...)
 	if !s.Readiness.Skip {
 		rc := s.ReadyConfig()
 		// The target, model and endpoint were checked above; check only

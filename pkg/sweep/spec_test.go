@@ -303,14 +303,14 @@ func TestEveryFileSettingHasAFlag(t *testing.T) {
 		"fleet.remote_agents": "remote-agents", "fleet.metrics_listen": "metrics-listen", "fleet.no_restore": "no-restore",
 		"fleet.tls_cert": "tls-cert", "fleet.tls_key": "tls-key", "fleet.token_file": "token-file",
 		"fleet.join_timeout": "join-timeout", "fleet.listen": "listen", "switch.options": "switch-option",
-		"switch.headers": "switch-header", "thresholds": "threshold",
+		"switch.headers": "switch-header", "thresholds": "threshold", "scrape.urls": "scrape",
 	}
 	skip := map[string]string{
 		"kube":         "its keys are the Kubernetes flags' own names",
 		"modes.name":   "--modes",
 		"modes.switch": "a switch per mode is a file setting; --switch-* flags set every mode's",
 	}
-	prefix := map[string]string{"workload": "", "readiness": "ready-", "switch": "switch-", "sim": "sim-", "fleet": ""}
+	prefix := map[string]string{"workload": "", "readiness": "ready-", "switch": "switch-", "sim": "sim-", "fleet": "", "scrape": "scrape-"}
 	var walk func(typ reflect.Type, path string)
 	walk = func(typ reflect.Type, path string) {
 		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {

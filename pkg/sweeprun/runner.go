@@ -25,6 +25,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 )
 
@@ -62,6 +63,9 @@ type Measurement struct {
 	// AgentNotes says, one line each, which agents failed, were lost or
 	// warned during the level (report.Point.AgentNotes).
 	AgentNotes []string
+	// Server is what the serving stack's own /metrics said over the
+	// measured time (report.Point.Server); nil when not scraped.
+	Server *scrape.Window
 }
 
 // Measurer runs load at one level: a warm-up, then the measured time. It
@@ -452,7 +456,7 @@ func (r *Runner) level(ctx context.Context, lv Level, m *Measurement) (*report.P
 		Run: k.Run, Mode: k.Mode, Level: k.Level, RPS: lv.RequestRate,
 		Window: m.Window, Snapshots: m.Snapshots, MeasureStart: m.Start, MeasureEnd: m.End,
 		Coverage: m.Coverage, Degraded: m.Degraded, StartSkew: m.StartSkew, Agents: m.Agents,
-		AgentNotes: m.AgentNotes, SLO: r.cfg.Spec.SLO().String(),
+		AgentNotes: m.AgentNotes, SLO: r.cfg.Spec.SLO().String(), Server: m.Server,
 	}
 	row, err := r.cfg.Output.Add(p)
 	if err != nil {
