@@ -17,6 +17,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/result"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
@@ -28,6 +29,7 @@ type runOptions struct {
 	levels                          []int
 	headers, metadata, thresholds   []string
 	goodput                         string
+	pods                            scrape.Pods
 	extraBody, percentiles, arrival string
 	burstiness                      float64
 	dryRun                          bool
@@ -108,6 +110,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
 	flags.AbortOnFail(fs, &rc.AbortOnFail)
 	flags.Scrape(fs, &rc.Scrape.Endpoints, &rc.Scrape.Interval, &rc.Scrape.Timeout)
+	flags.ScrapePods(fs, &o.pods)
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")
 	fs.StringArrayVar(&o.metadata, "metadata", nil, "vLLM's --metadata KEY=VALUE, saved as a top-level key of result.json (repeatable)")
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
@@ -182,6 +185,9 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 		return rc, err
 	}
 	rc.SLO, rc.Thresholds = slo, ths
+	if o.pods != (scrape.Pods{}) {
+		rc.Scrape.Pods = &o.pods
+	}
 	for _, m := range o.metadata {
 		k, v, ok := strings.Cut(m, "=")
 		if k = strings.TrimSpace(k); !ok || k == "" {

@@ -337,7 +337,7 @@ const unboundedRun = 100 * 365 * 24 * time.Hour
 // outlive an interrupt, so the measured part of a run cut short is still
 // read, each bounded by the scrape timeout; stop ends it.
 func (r *levelRun) startScrape(ctx context.Context, env *runEnv) (*serverScrape, func(), error) {
-	if len(r.cfg.Scrape.Endpoints) == 0 {
+	if len(r.cfg.Scrape.Endpoints) == 0 && r.cfg.Scrape.Pods == nil {
 		return nil, func() {}, nil
 	}
 	simURL := ""

@@ -160,7 +160,7 @@ func (c RunConfig) Validate() error {
 	if c.ResultFile != "" && (filepath.Base(c.ResultFile) != c.ResultFile || c.ResultFile == "." || c.ResultFile == "..") {
 		errs = append(errs, fmt.Errorf("--result-filename %q: want a file name, not a path (the file goes in --out)", c.ResultFile))
 	}
-	if len(c.Scrape.Endpoints) > 0 {
+	if len(c.Scrape.Endpoints) > 0 || c.Scrape.Pods != nil {
 		if err := c.validateScrape(); err != nil {
 			errs = append(errs, fmt.Errorf("--scrape: %w", err))
 		}

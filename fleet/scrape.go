@@ -3,11 +3,14 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/scrape"
 )
 
@@ -166,11 +169,28 @@ func (d *serverScrape) run(ctx context.Context) {
 // to the returned serverScrape's schedule; nil without endpoints. stop
 // ends its goroutines and waits for them.
 func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logger) (_ *serverScrape, stop func(), err error) {
-	if len(cfg.Endpoints) == 0 {
+	if len(cfg.Endpoints) == 0 && cfg.Pods == nil {
 		return nil, func() {}, nil
 	}
 	logger = logger.Named("scrape")
-	s, err := scrape.New(cfg, logger)
+	var opts []scrape.Option
+	if cfg.Pods != nil {
+		// Serving pods are found through the API server: the in-cluster
+		// config, or $KUBECONFIG outside a cluster.
+		rc, ns, err := kubejob.RESTConfig(cfg.Pods.Namespace)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scrape pods: %w", err)
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scrape pods: create Kubernetes client: %w", err)
+		}
+		p := *cfg.Pods
+		p.Namespace = ns
+		cfg.Pods = &p
+		opts = append(opts, scrape.WithKubernetes(cs))
+	}
+	s, err := scrape.New(cfg, logger, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

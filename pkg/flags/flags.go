@@ -323,6 +323,16 @@ func (v *joinValue) Type() string   { return "KEY:MS" }
 // --scrape-timeout, the serving stack's /metrics endpoints read at the
 // edges of every measured window (pkg/scrape), bound to the given fields.
 // Zero durations take pkg/scrape's defaults.
+// ScrapePods registers the flags of scrape.Pods, bound to p: the serving
+// pods whose /metrics are read, found through the Kubernetes API.
+func ScrapePods(fs *pflag.FlagSet, p *scrape.Pods) {
+	fs.StringVar(&p.Selector, "scrape-pods", p.Selector, "label selector of the serving pods whose /metrics are read, listed again every window (Kubernetes; e.g. app=vllm)")
+	fs.IntVar(&p.Port, "scrape-pods-port", p.Port, "the serving pods' metrics port (with --scrape-pods)")
+	fs.StringVar(&p.Path, "scrape-pods-path", p.Path, "the serving pods' metrics path (default /metrics)")
+	fs.StringVar(&p.Namespace, "scrape-pods-namespace", p.Namespace, "the serving pods' namespace (default: this pod's, or the kubeconfig's)")
+	Group(fs, GroupOutput, "scrape-pods", "scrape-pods-port", "scrape-pods-path", "scrape-pods-namespace")
+}
+
 func Scrape(fs *pflag.FlagSet, urls *[]string, interval, timeout *time.Duration) {
 	fs.StringArrayVar(urls, "scrape", *urls, "a /metrics URL of the serving stack (frontend, worker or aggregate) read at the start and end of every measured window, or \""+
 		scrape.SimEndpoint+"\" for the in-process simulator's; adds server-side figures to the results (repeatable)")

@@ -187,6 +187,11 @@ func ownImage(ctx context.Context, cs kubernetes.Interface) (string, error) {
 	return pod.Spec.Containers[0].Image, nil
 }
 
+// RESTConfig returns the API server config, from $KUBECONFIG when set,
+// else the in-cluster config, and the namespace to use: ns, else
+// $POD_NAMESPACE, the pod's own, the kubeconfig context's, or "default".
+func RESTConfig(ns string) (*rest.Config, string, error) { return clientConfig(ns) }
+
 // clientConfig returns the API server config, from $KUBECONFIG when set,
 // else the in-cluster config, and the namespace to use: ns, else
 // $POD_NAMESPACE, the pod's own, the kubeconfig context's, or "default".

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Defaults applied by Config.WithDefaults to zero fields.
@@ -40,6 +42,9 @@ type Config struct {
 	MaxBytes int64
 	// Parallel bounds the endpoints read at once.
 	Parallel int
+	// Pods, when set, adds the serving pods it selects, listed through the
+	// Kubernetes API (WithKubernetes) at every Begin.
+	Pods *Pods
 }
 
 // WithDefaults returns c with zero fields set to the defaults.
@@ -62,8 +67,11 @@ func (c Config) WithDefaults() Config {
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
 	var errs []error
-	if len(c.Endpoints) == 0 {
+	if len(c.Endpoints) == 0 && c.Pods == nil {
 		errs = append(errs, errors.New("scrape: no endpoints"))
+	}
+	if c.Pods != nil {
+		errs = append(errs, c.Pods.validate()...)
 	}
 	seen := map[string]bool{}
 	for _, e := range c.Endpoints {
@@ -120,8 +128,11 @@ type Scraper struct {
 	fetcher *Fetcher
 	now     func() time.Time
 
+	kube kubernetes.Interface
+
 	logMu   sync.Mutex
 	failing map[string]bool
+	listErr bool // the last pod listing failed (logged once)
 
 	// The open window. Two callers touch it (the window code's Begin/End
 	// and the sampler) at a few calls a second; a mutex keeps Begin/End
@@ -129,6 +140,7 @@ type Scraper struct {
 	mu     sync.Mutex
 	start  *Snapshot
 	gauges *gauges
+	eps    []string // the endpoints read: Config.Endpoints and the pods found at the last Begin
 }
 
 // New returns a Scraper of cfg (defaults applied, then validated).
@@ -149,18 +161,63 @@ func New(cfg Config, logger hclog.Logger, opts ...Option) (*Scraper, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	if cfg.Pods != nil && s.kube == nil {
+		return nil, errors.New("scrape pods: no Kubernetes client (WithKubernetes)")
+	}
 	s.fetcher = NewFetcher(s.client, cfg.MaxBytes)
+	s.eps = slices.Clone(cfg.Endpoints)
 	return s, nil
+}
+
+// endpoints returns the endpoints read now.
+func (s *Scraper) endpoints() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eps
+}
+
+// discover lists Config.Pods again (a window's Begin) and sets the
+// endpoints read: the configured ones and the pods found. A failed
+// listing keeps the previous pods and is logged once until it works.
+func (s *Scraper) discover(ctx context.Context) {
+	if s.cfg.Pods == nil {
+		return
+	}
+	found, err := podEndpoints(ctx, s.kube, s.cfg.Pods)
+	s.logMu.Lock()
+	switch {
+	case err != nil && ctx.Err() == nil && !s.listErr:
+		s.listErr = true
+		s.logger.Warn("serving pods not listed; reading the ones found before", "error", err)
+	case err == nil && s.listErr:
+		s.listErr = false
+		s.logger.Info("serving pods listed again", "pods", len(found))
+	}
+	s.logMu.Unlock()
+	if err != nil {
+		return
+	}
+	eps := slices.Clone(s.cfg.Endpoints)
+	for _, e := range found {
+		if !slices.Contains(eps, e) {
+			eps = append(eps, e)
+		}
+	}
+	s.mu.Lock()
+	s.eps = eps
+	s.mu.Unlock()
+	s.logger.Debug("serving pods listed", "pods", len(found), "endpoints", len(eps))
 }
 
 // Snapshot reads every endpoint once, in parallel (at most
 // Config.Parallel at a time), each bounded by Config.Timeout, and returns
 // their pages or errors in the configured order.
 func (s *Scraper) Snapshot(ctx context.Context) Snapshot {
-	snap := Snapshot{At: s.now(), Endpoints: make([]EndpointPage, len(s.cfg.Endpoints))}
+	eps := s.endpoints()
+	snap := Snapshot{At: s.now(), Endpoints: make([]EndpointPage, len(eps))}
 	sem := make(chan struct{}, s.cfg.Parallel)
 	var wg sync.WaitGroup
-	for i, ep := range s.cfg.Endpoints {
+	for i, ep := range eps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -202,8 +259,9 @@ func (s *Scraper) logOutcomes(ctx context.Context, snap Snapshot) {
 }
 
 // Begin reads every endpoint and opens a window there, dropping any window
-// still open.
+// still open. With Config.Pods it first lists the serving pods again.
 func (s *Scraper) Begin(ctx context.Context) {
+	s.discover(ctx)
 	snap := s.Snapshot(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -67,19 +67,27 @@ type Scrape struct {
 	Interval Duration `json:"interval,omitempty"`
 	// Timeout bounds one read of one endpoint.
 	Timeout Duration `json:"timeout,omitempty"`
+	// Pods finds serving pods to read through the Kubernetes API, listed
+	// again every level: `pods: {selector: app=vllm, port: 8000}`.
+	Pods scrape.Pods `json:"pods,omitzero"`
 }
 
 // ScrapeConfig is the scraper's configuration of the spec's scrape
 // section, defaults applied; its Endpoints are empty when nothing is
 // scraped, and may name scrape.SimEndpoint (scrape.Config.ResolveSim).
 func (s *Spec) ScrapeConfig() scrape.Config {
-	return scrape.Config{Endpoints: s.Scrape.URLs, Interval: s.Scrape.Interval.D(), Timeout: s.Scrape.Timeout.D()}.WithDefaults()
+	c := scrape.Config{Endpoints: s.Scrape.URLs, Interval: s.Scrape.Interval.D(), Timeout: s.Scrape.Timeout.D()}.WithDefaults()
+	if s.Scrape.Pods != (scrape.Pods{}) {
+		p := s.Scrape.Pods
+		c.Pods = &p
+	}
+	return c
 }
 
 // validateScrape checks the scrape section.
 func (s *Spec) validateScrape() []error {
 	c := s.ScrapeConfig()
-	if len(c.Endpoints) == 0 {
+	if len(c.Endpoints) == 0 && c.Pods == nil {
 		if s.Scrape.Interval < 0 || s.Scrape.Timeout < 0 {
 			return []error{errors.New("scrape: interval and timeout must not be negative")}
 		}
@@ -103,6 +111,7 @@ func (s *Spec) validateScrape() []error {
 // bound to s.
 func addSettingsFlags(fs *pflag.FlagSet, s *Spec) {
 	flags.Scrape(fs, &s.Scrape.URLs, (*time.Duration)(&s.Scrape.Interval), (*time.Duration)(&s.Scrape.Timeout))
+	flags.ScrapePods(fs, &s.Scrape.Pods)
 
 	fs.BoolVar(&s.Sim.Use, "sim", s.Sim.Use, "run against the built-in simulator in-process, even when the spec names a target")
 	fs.StringVar(&s.Sim.Profile, "sim-profile", s.Sim.Profile, "simulator: hardware profile (default: the simulator's default; fleetbench sim --list-profiles)")

@@ -304,6 +304,8 @@ func TestEveryFileSettingHasAFlag(t *testing.T) {
 		"fleet.tls_cert": "tls-cert", "fleet.tls_key": "tls-key", "fleet.token_file": "token-file",
 		"fleet.join_timeout": "join-timeout", "fleet.listen": "listen", "switch.options": "switch-option",
 		"switch.headers": "switch-header", "thresholds": "threshold", "scrape.urls": "scrape",
+		"scrape.pods.selector": "scrape-pods", "scrape.pods.port": "scrape-pods-port", "scrape.pods.path": "scrape-pods-path",
+		"scrape.pods.namespace": "scrape-pods-namespace",
 	}
 	skip := map[string]string{
 		"kube":         "its keys are the Kubernetes flags' own names",
