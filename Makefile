@@ -54,7 +54,7 @@ test: lint check-generate kube-build ## run every check and test, Kubernetes one
 	    $(GO) test -race -count=1 -timeout 30m ./...
 	@# The simulator's calibration, short variant, alone: its latencies are
 	@# wall clock and must not share the CPU with the suite above.
-	FLEETBENCH_CALIBRATE=short $(GO) test -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/sim/calibrate/
+	FLEETBENCH_CALIBRATE=short $(GO) test -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/calibrate/
 
 .PHONY: kube-build
 kube-build: ## build (once, cached outside the repo) the local Kubernetes control plane the tests use
@@ -75,7 +75,7 @@ bench: ## run the benchmarks and print their figures (about 2 minutes)
 
 .PHONY: calibrate
 calibrate: ## run the published Dynamo sweep on the simulator and compare every cell (~12 min)
-	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate$$' -v ./pkg/sim/calibrate/
+	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate$$' -v ./pkg/calibrate/
 
 .PHONY: demo
 demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2 min)

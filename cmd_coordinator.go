@@ -101,6 +101,7 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	sp := &o.cfg.Spec
 	flags.Target(fs, &sp.Target, &sp.Model, &o.endpoint, &o.apiKeyEnv)
 	flags.Preflight(fs, &o.skipPreflight)
+	flags.WorkerHeader(fs, &o.cfg.Spec.WorkerHeader)
 	fs.Lookup("target").Usage = "base URL of the OpenAI-compatible server the agents load (required)"
 	fs.Lookup("api-key-env").Usage = "agents' environment variable holding the API key (each agent reads its own)"
 	flags.Workload(fs, &sp.Workload)

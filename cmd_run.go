@@ -109,6 +109,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	flags.Goodput(fs, &o.goodput)
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
 	flags.AbortOnFail(fs, &rc.AbortOnFail)
+	flags.WorkerHeader(fs, &rc.Client.WorkerHeader)
 	flags.Scrape(fs, &rc.Scrape.Endpoints, &rc.Scrape.Interval, &rc.Scrape.Timeout)
 	flags.ScrapePods(fs, &o.pods)
 	fs.StringVar(&rc.Label, "label", "", "vLLM's --label: a name for this result, saved in result.json")

@@ -116,3 +116,29 @@ func TestScrapeUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkersFromResponseHeader: the simulator names the worker of each
+// response; with two agents the per-worker counts travel in the agents'
+// reports, and round robin spreads the requests evenly over its four
+// workers (skew near 1), as result.json and the block say.
+func TestWorkersFromResponseHeader(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--concurrency", "8", "--agents", "2",
+		"--warmup", "1s", "--duration", "3s", "--sim-time-scale", "20", "--sim-router", "round_robin", "--max-tokens", "16", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResult(t, dir)
+	per, _ := res["client_requests_per_worker"].(map[string]any)
+	var total float64
+	for _, v := range per {
+		total += v.(float64)
+	}
+	skew, _ := res["client_worker_skew"].(float64)
+	if len(per) != 4 || total != res["completed"].(float64) || skew < 1 || skew > 1.3 {
+		t.Errorf("client_requests_per_worker %v (completed %v), skew %v", per, res["completed"], res["client_worker_skew"])
+	}
+	if !strings.Contains(stdout, "Workers (response header)") {
+		t.Errorf("the block lacks the workers section:\n%s", stdout)
+	}
+}

@@ -31,6 +31,7 @@ func ClientBuilder(logger hclog.Logger, apiKeyEnv, endpoint string) Builder {
 		}
 		cl, err := client.New(client.Config{
 			BaseURL: spec.Target, Model: spec.Model, MaxTokens: spec.Workload.MaxTokens, APIKeyEnv: keyEnv, Endpoint: ep,
+			WorkerHeader: spec.WorkerHeader,
 		}, logger)
 		if err != nil {
 			return Target{}, &ClassError{Class: ClassConfig, Err: fmt.Errorf("create client: %w", err)}

@@ -124,6 +124,9 @@ type Spec struct {
 	SLO result.SLO
 	// KeyRequired says the target refuses requests without a key.
 	KeyRequired bool
+	// WorkerHeader names the response header of the serving worker
+	// (client.Config.WorkerHeader).
+	WorkerHeader string
 }
 
 // Assignment is what the coordinator asks this agent to run.

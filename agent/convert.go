@@ -38,6 +38,7 @@ func specFromPB(s *pb.RunSpec) Spec {
 	return Spec{
 		Target: s.GetTarget(), Model: s.GetModel(), Endpoint: s.GetEndpoint(), APIKeyEnv: s.GetApiKeyEnv(),
 		Workload: wire.WorkloadFromProto(s.GetWorkload()), SLO: wire.SLOFromProto(s.GetSlo()), KeyRequired: s.GetKeyRequired(),
+		WorkerHeader: s.GetWorkerHeader(),
 	}
 }
 
@@ -122,6 +123,9 @@ func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
 	}
 	if !w.LastEnd.IsZero() {
 		r.LastEnd = timestamppb.New(w.LastEnd)
+	}
+	for name, s := range w.Workers {
+		r.Workers = append(r.Workers, &pb.WorkerStat{Worker: name, Requests: s.Requests, PromptTokens: s.PromptTokens})
 	}
 	for _, e := range w.TopErrors(0) {
 		pe := &pb.ErrorStat{Class: string(e.Class), Message: e.Message, Example: e.Example, Count: e.Count}

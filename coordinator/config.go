@@ -83,6 +83,9 @@ type Spec struct {
 	// coordinator's preflight found it): an agent whose key variable is
 	// unset cannot run and says so as it joins.
 	KeyRequired bool
+	// WorkerHeader names the response header of the serving worker
+	// (client.Config.WorkerHeader), for the agents' per-worker counts.
+	WorkerHeader string
 }
 
 // Stage is one level of a run: a warm-up window, then measured windows.

@@ -117,6 +117,16 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
 		es = append(es, st)
 	}
 	w.AddErrors(es)
+	if len(r.GetWorkers()) > 0 {
+		ws := make(map[string]record.WorkerStat, len(r.GetWorkers()))
+		for _, s := range r.GetWorkers() {
+			c := ws[s.GetWorker()]
+			c.Requests += s.GetRequests()
+			c.PromptTokens += s.GetPromptTokens()
+			ws[s.GetWorker()] = c
+		}
+		w.AddWorkers(ws)
+	}
 	return w, nil
 }
 
@@ -191,6 +201,7 @@ func specToPB(s Spec) *pb.RunSpec {
 	return &pb.RunSpec{
 		Target: s.Target, Model: s.Model, Endpoint: s.Endpoint, ApiKeyEnv: s.APIKeyEnv,
 		Workload: wire.WorkloadToProto(s.Workload), Slo: wire.SLOToProto(s.SLO), KeyRequired: s.KeyRequired,
+		WorkerHeader: s.WorkerHeader,
 	}
 }
 

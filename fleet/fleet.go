@@ -182,7 +182,7 @@ func Run(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinator.Res
 func (cfg Config) coordinatorConfig() coordinator.Config {
 	spec := coordinator.Spec{
 		Target: cfg.Client.BaseURL, Model: cfg.Client.Model, Endpoint: cfg.Endpoint, APIKeyEnv: cfg.Client.APIKeyEnv,
-		Workload: cfg.Workload, SLO: cfg.SLO, KeyRequired: cfg.KeyRequired,
+		Workload: cfg.Workload, SLO: cfg.SLO, KeyRequired: cfg.KeyRequired, WorkerHeader: cfg.Client.WorkerHeader,
 	}
 	return coordinator.Config{
 		Spec: spec, Stages: cfg.Stages, Window: cfg.Window, OutDir: cfg.OutDir, StartDelay: 200 * time.Millisecond, FailFast: cfg.FailFast,

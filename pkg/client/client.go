@@ -81,18 +81,18 @@ type Request struct {
 // concurrent use by any number of goroutines; create one per target and share
 // it. Its String form never contains the API key or header values.
 type Client struct {
-	endpoint     string
-	url          string
-	shownURL     string // url for logs and String, password redacted
-	modelsURL    string
-	model        string
-	http2        bool
-	workerHeader string
-	maxLine      int
-	firstToken   time.Duration
-	reqTimeout   time.Duration
-	itlCap       int
-	maxConns     int
+	endpoint      string
+	url           string
+	shownURL      string // url for logs and String, password redacted
+	modelsURL     string
+	model         string
+	http2         bool
+	workerHeaders []string
+	maxLine       int
+	firstToken    time.Duration
+	reqTimeout    time.Duration
+	itlCap        int
+	maxConns      int
 
 	body   *bodyTemplate
 	bodies bodyPool
@@ -172,21 +172,21 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	}
 	tr := newTransport(cfg)
 	c := &Client{
-		endpoint:     cfg.Endpoint,
-		url:          base + path,
-		shownURL:     RedactURL(u.String()), // user info and query may hold credentials
-		modelsURL:    base + "/models",
-		model:        cfg.Model,
-		http2:        cfg.HTTP2,
-		workerHeader: cfg.WorkerHeader,
-		maxLine:      cfg.MaxLineBytes,
-		firstToken:   cfg.FirstTokenTimeout,
-		reqTimeout:   cfg.RequestTimeout,
-		itlCap:       min(cfg.MaxTokens, itlInitial),
-		maxConns:     cfg.MaxConnsPerHost,
-		body:         body,
-		creds:        creds,
-		transport:    tr,
+		endpoint:      cfg.Endpoint,
+		url:           base + path,
+		shownURL:      RedactURL(u.String()), // user info and query may hold credentials
+		modelsURL:     base + "/models",
+		model:         cfg.Model,
+		http2:         cfg.HTTP2,
+		workerHeaders: WorkerHeaders(cfg.WorkerHeader),
+		maxLine:       cfg.MaxLineBytes,
+		firstToken:    cfg.FirstTokenTimeout,
+		reqTimeout:    cfg.RequestTimeout,
+		itlCap:        min(cfg.MaxTokens, itlInitial),
+		maxConns:      cfg.MaxConnsPerHost,
+		body:          body,
+		creds:         creds,
+		transport:     tr,
 		http: &http.Client{
 			Transport: tr,
 			// A redirect is a misconfigured target, and following it would

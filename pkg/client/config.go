@@ -74,7 +74,7 @@ type Config struct {
 	// Values are never logged or printed.
 	Headers map[string]string
 	// WorkerHeader names the response header that identifies the serving
-	// worker; default DefaultWorkerHeader.
+	// worker, tried before DefaultWorkerHeaders; "" tries those alone.
 	WorkerHeader string
 	// HTTP2 selects HTTP/2: over TLS by ALPN, and for http:// URLs
 	// unencrypted HTTP/2 with prior knowledge (h2c). The default is
@@ -179,9 +179,6 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.Endpoint == "" {
 		c.Endpoint = EndpointChat
-	}
-	if c.WorkerHeader == "" {
-		c.WorkerHeader = DefaultWorkerHeader
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout

@@ -239,7 +239,7 @@ func (r *run) do(ctx context.Context, req *Request) {
 		return
 	}
 	r.res.Status = resp.StatusCode
-	r.res.Worker = resp.Header.Get(c.workerHeader)
+	r.res.Worker = workerFrom(resp.Header, c.workerHeaders)
 	r.res.ConnReused = reused.Load()
 
 	st := c.states.Get().(*streamState)

@@ -92,6 +92,13 @@ func Target(fs *pflag.FlagSet, target, model, endpoint, apiKeyEnv *string) {
 	Group(fs, GroupTarget, "target", "model", "endpoint", "api-key-env")
 }
 
+// WorkerHeader registers --worker-header, bound to name: the response
+// header naming the serving worker, tried before client.DefaultWorkerHeaders.
+func WorkerHeader(fs *pflag.FlagSet, name *string) {
+	fs.StringVar(name, "worker-header", *name, "response header naming the worker that served a request, tried before the simulator's X-Fleetbench-Worker and llm-d's X-Inference-Pod; gives requests and prompt tokens per worker and the worker skew")
+	Group(fs, GroupTarget, "worker-header")
+}
+
 // Preflight registers --skip-preflight, bound to skip.
 func Preflight(fs *pflag.FlagSet, skip *bool) {
 	fs.BoolVar(skip, "skip-preflight", *skip, "do not check the target (reachable, model listed, key accepted, one streamed completion) before the load")

@@ -60,6 +60,10 @@ type Window struct {
 	// Errors holds the window's distinct failures (at most MaxErrorKinds
 	// and OtherErrors); read them with TopErrors.
 	Errors map[errorKey]*ErrorStat
+	// Workers counts the successful requests and prompt tokens of each
+	// worker the responses named (client.Result.Worker; at most MaxWorkers
+	// and OtherWorker); nil when no response named one.
+	Workers map[string]*WorkerStat
 }
 
 // NewWindow returns an empty window with every histogram allocated. It
@@ -165,6 +169,7 @@ func (w *Window) Add(s *Sample) {
 		c.RequestsWithCache++
 		ts.RequestsWithCache++
 	}
+	w.addWorker(r.Worker, int64(r.PromptTokens))
 }
 
 // widen extends FirstSend/LastEnd to cover [start, end]; zero times are
@@ -222,6 +227,9 @@ func (w *Window) Merge(o *Window) error {
 	for _, e := range o.Errors {
 		w.mergeError(*e)
 	}
+	for name, s := range o.Workers {
+		w.mergeWorker(name, *s)
+	}
 	return errors.Join(errs...)
 }
 
@@ -254,6 +262,9 @@ func (w *Window) Clone() *Window {
 			ct.TTFT = t.TTFT.Clone()
 		}
 		c.Turns[i] = &ct
+	}
+	for name, s := range w.Workers {
+		c.mergeWorker(name, *s)
 	}
 	return c
 }

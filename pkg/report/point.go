@@ -45,28 +45,29 @@ func PointDir(run int, mode string, level int) string {
 // interval log does not carry (counters, clamp counts, per-turn counts,
 // time span). With histograms.hlog it rebuilds the Window exactly.
 type pointJSON struct {
-	Format       string              `json:"format"`
-	Run          int                 `json:"run"`
-	Mode         string              `json:"mode"`
-	Level        int                 `json:"level"`
-	RPS          float64             `json:"rps"`
-	MeasureStart time.Time           `json:"measure_start"`
-	MeasureEnd   time.Time           `json:"measure_end"`
-	Coverage     float64             `json:"coverage"`
-	Degraded     bool                `json:"degraded"`
-	StartSkewNS  int64               `json:"start_skew_ns"`
-	Agents       int                 `json:"agents"`
-	HDR          hdr.Config          `json:"hdr"`
-	WindowID     uint32              `json:"window_id"`
-	FirstSend    time.Time           `json:"first_send"`
-	LastEnd      time.Time           `json:"last_end"`
-	Counters     record.Counters     `json:"counters"`
-	Clamped      map[string]int64    `json:"clamped,omitempty"`
-	Turns        map[string]turnJSON `json:"turns"`
-	Errors       []errorJSON         `json:"errors,omitempty"`
-	SLO          string              `json:"slo,omitempty"`
-	AgentNotes   []string            `json:"agent_notes,omitempty"`
-	Server       *scrape.Window      `json:"server,omitempty"`
+	Format       string                       `json:"format"`
+	Run          int                          `json:"run"`
+	Mode         string                       `json:"mode"`
+	Level        int                          `json:"level"`
+	RPS          float64                      `json:"rps"`
+	MeasureStart time.Time                    `json:"measure_start"`
+	MeasureEnd   time.Time                    `json:"measure_end"`
+	Coverage     float64                      `json:"coverage"`
+	Degraded     bool                         `json:"degraded"`
+	StartSkewNS  int64                        `json:"start_skew_ns"`
+	Agents       int                          `json:"agents"`
+	HDR          hdr.Config                   `json:"hdr"`
+	WindowID     uint32                       `json:"window_id"`
+	FirstSend    time.Time                    `json:"first_send"`
+	LastEnd      time.Time                    `json:"last_end"`
+	Counters     record.Counters              `json:"counters"`
+	Clamped      map[string]int64             `json:"clamped,omitempty"`
+	Turns        map[string]turnJSON          `json:"turns"`
+	Errors       []errorJSON                  `json:"errors,omitempty"`
+	SLO          string                       `json:"slo,omitempty"`
+	Workers      map[string]record.WorkerStat `json:"workers,omitempty"`
+	AgentNotes   []string                     `json:"agent_notes,omitempty"`
+	Server       *scrape.Window               `json:"server,omitempty"`
 }
 
 // errorJSON is one of a window's distinct failures (record.ErrorStat).
@@ -124,6 +125,12 @@ func writePointFiles(dir string, p *Point, comment string) error {
 	}
 	for _, e := range w.TopErrors(0) {
 		pj.Errors = append(pj.Errors, errorJSON{Class: string(e.Class), Message: e.Message, Example: e.Example, Count: e.Count, First: e.First.UTC()})
+	}
+	for name, s := range p.Window.Workers {
+		if pj.Workers == nil {
+			pj.Workers = map[string]record.WorkerStat{}
+		}
+		pj.Workers[name] = *s
 	}
 	b, err := json.MarshalIndent(&pj, "", "  ")
 	if err != nil {
@@ -199,6 +206,7 @@ func readPoint(dir string) (*Point, error) {
 	for _, e := range pj.Errors {
 		w.AddErrors([]record.ErrorStat{{Class: client.Class(e.Class), Message: e.Message, Example: e.Example, Count: e.Count, First: e.First}})
 	}
+	w.AddWorkers(pj.Workers)
 	return &Point{
 		Run: pj.Run, Mode: pj.Mode, Level: pj.Level, RPS: pj.RPS, Window: w,
 		MeasureStart: pj.MeasureStart, MeasureEnd: pj.MeasureEnd, Coverage: pj.Coverage,

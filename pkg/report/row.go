@@ -116,6 +116,11 @@ func RowOf(p *Point) Row {
 	r.E2EP50, r.E2EP95, r.E2EP99 = sec(e2e.P50), sec(e2e.P95), sec(e2e.P99)
 	r.Turn1HitRate, r.LaterHitRate = turnHitRates(w)
 	setServer(&r, p.Server)
+	if b := scrape.ClientBalance(w.Workers); b.RequestSkew != nil {
+		// The responses named their workers: exact per request, where
+		// the server's counters give it per endpoint.
+		r.WorkerSkew = b.RequestSkew
+	}
 	if p.SLO != "" {
 		good := float64(w.Counters.Good)
 		if secs := windowSeconds(p); secs > 0 {

@@ -85,6 +85,19 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 		b.str("Goodput SLO:", s.SLO.String())
 		b.float("SLO attainment (%):", 100*s.SLOAttainment)
 	}
+	if s.Balance.Workers > 0 {
+		b.rule("Workers (response header)", '-')
+		b.int("Workers:", int64(s.Balance.Workers))
+		if v := s.Balance.RequestSkew; v != nil {
+			b.float("Worker skew (max/mean requests):", *v)
+		}
+		if v := s.Balance.RequestCV; v != nil {
+			b.float("Worker CV of requests:", *v)
+		}
+		if v := s.Balance.TokenSkew; v != nil {
+			b.float("Worker skew (max/mean prompt tokens):", *v)
+		}
+	}
 	b.rule("KV Cache Reuse", '-')
 	b.float("KV cache hit rate (%):", 100*s.HitRate)
 	b.float("Requests with cache hit (%):", 100*s.HitRequestShare)

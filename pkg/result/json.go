@@ -219,6 +219,23 @@ func (s *Summary) ownFields() object {
 		{"restarted_turns", s.Restarted},
 		{"fallbacks", s.Fallbacks},
 	}
+	if s.Balance.Workers > 0 {
+		per := object{}
+		for _, name := range slices.Sorted(maps.Keys(s.Workers)) {
+			per = append(per, field{name, s.Workers[name].Requests})
+		}
+		o = append(o, field{"client_requests_per_worker", per})
+		for _, f := range []struct {
+			key string
+			v   *float64
+		}{{"client_worker_skew", s.Balance.RequestSkew}, {"client_worker_cv", s.Balance.RequestCV}} {
+			var v any
+			if f.v != nil {
+				v = *f.v
+			}
+			o = append(o, field{f.key, v})
+		}
+	}
 	if len(s.AgentNotes) > 0 {
 		notes := make([]any, len(s.AgentNotes))
 		for i, n := range s.AgentNotes {

@@ -182,6 +182,12 @@ type Summary struct {
 
 	TTFT, TPOT, ITL, E2EL Stats
 
+	// Workers are the successful requests and prompt tokens per worker the
+	// responses named (--worker-header), and Balance their skew and CV;
+	// nil and zero when no response named one.
+	Workers map[string]*record.WorkerStat
+	Balance scrape.Balance
+
 	// KV cache reuse (client-side, from usage.prompt_tokens_details).
 	HitRate, HitRequestShare float64
 	CachedTokens             int64
@@ -279,6 +285,8 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		TotalTokenThroughput:   float64(c.InputTokens+c.OutputTokens) / secs,
 		HitRate:                w.HitRate(),
 		HitRequestShare:        w.HitRequestShare(),
+		Workers:                w.Workers,
+		Balance:                scrape.ClientBalance(w.Workers),
 		CachedTokens:           c.CachedTokens,
 		UsageMissing:           c.UsageMissing,
 		LateSends:              c.LateSends,

@@ -3,6 +3,9 @@ package scrape
 import (
 	"math"
 	"net/http"
+
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
 // DefaultWorkerHeaders are the response headers that name the worker that
@@ -11,7 +14,7 @@ import (
 // gateway examples set to the serving pod's name. Dynamo's frontend sends
 // none: its x-worker-instance-id is a request header that pins a worker,
 // not a response header (see docs/server-metrics.md).
-var DefaultWorkerHeaders = []string{"X-Fleetbench-Worker", "X-Inference-Pod"}
+var DefaultWorkerHeaders = client.DefaultWorkerHeaders
 
 // WorkerFromHeader returns the worker named by the first of names present
 // in h (matched case-insensitively, as HTTP header names are), or "" when
@@ -106,3 +109,18 @@ func skewCV(vals []float64) (skew, cv *float64) {
 
 // ptr returns a pointer to v: a measured figure.
 func ptr(v float64) *float64 { return &v }
+
+// ClientBalance is the balance of the workers that the responses named
+// (record.Window.Workers): requests and prompt tokens per worker, exact
+// per request, where the server-side counters give it only per endpoint.
+// It returns a zero Balance when no response named a worker.
+func ClientBalance(ws map[string]*record.WorkerStat) Balance {
+	if len(ws) == 0 {
+		return Balance{}
+	}
+	wc := WorkerCounts{}
+	for name, s := range ws {
+		wc.Add(name, float64(s.Requests), float64(s.PromptTokens))
+	}
+	return wc.Balance()
+}

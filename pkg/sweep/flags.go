@@ -97,6 +97,7 @@ func (v *specValue) Set(raw string) error {
 func AddFlags(fs *pflag.FlagSet, s *Spec) {
 	flags.Target(fs, &s.Target, &s.Model, &s.Endpoint, &s.APIKeyEnv)
 	flags.Preflight(fs, &s.SkipPreflight)
+	flags.WorkerHeader(fs, &s.WorkerHeader)
 	flags.FailFast(fs, (*time.Duration)(&s.FailFast))
 	flags.Goodput(fs, &s.Goodput)
 	flags.Thresholds(fs, &s.Thresholds, flags.ExitThresholds)

@@ -59,6 +59,9 @@ type Spec struct {
 	APIKeyEnv string `json:"api_key_env,omitempty"`
 	// Endpoint is "chat" (default) or "completions".
 	Endpoint string `json:"endpoint,omitempty"`
+	// WorkerHeader names the response header of the serving worker, tried
+	// before the defaults (client.DefaultWorkerHeaders).
+	WorkerHeader string `json:"worker_header,omitempty"`
 	// Workload is the conversations sent: the workload package's one
 	// configuration, decoded from the file's `workload:` section.
 	Workload workload.Config `json:"workload"`
@@ -516,6 +519,8 @@ func (s *Spec) ClientConfig() client.Config {
 		Endpoint:  s.Endpoint,
 		APIKeyEnv: s.APIKeyEnv,
 		MaxTokens: s.Workload.MaxTokens,
+		// Validated with the spec: a bad name is the spec's error.
+		WorkerHeader: s.WorkerHeader,
 	}
 }
 

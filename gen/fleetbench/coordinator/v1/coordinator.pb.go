@@ -979,7 +979,10 @@ type RunSpec struct {
 	Slo *Slo `protobuf:"bytes,6,opt,name=slo,proto3" json:"slo,omitempty"`
 	// The coordinator's preflight found that the target refuses requests
 	// without a key: an agent whose key variable is unset cannot run.
-	KeyRequired   bool `protobuf:"varint,7,opt,name=key_required,json=keyRequired,proto3" json:"key_required,omitempty"`
+	KeyRequired bool `protobuf:"varint,7,opt,name=key_required,json=keyRequired,proto3" json:"key_required,omitempty"`
+	// The response header naming the serving worker, tried before the
+	// defaults (the simulator's, llm-d's); empty: the defaults alone.
+	WorkerHeader  string `protobuf:"bytes,8,opt,name=worker_header,json=workerHeader,proto3" json:"worker_header,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1061,6 +1064,13 @@ func (x *RunSpec) GetKeyRequired() bool {
 		return x.KeyRequired
 	}
 	return false
+}
+
+func (x *RunSpec) GetWorkerHeader() string {
+	if x != nil {
+		return x.WorkerHeader
+	}
+	return ""
 }
 
 // Slo is a request's service-level objectives; a zero or unset field sets
@@ -1551,7 +1561,10 @@ type Report struct {
 	LastEnd   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_end,json=lastEnd,proto3" json:"last_end,omitempty"`
 	// The interval's distinct failures (bounded by the agent), merged by the
 	// coordinator like the counters.
-	Errors        []*ErrorStat `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
+	Errors []*ErrorStat `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
+	// Successful requests and prompt tokens per worker named by the
+	// responses' worker header (bounded by the agent).
+	Workers       []*WorkerStat `protobuf:"bytes,9,rep,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1642,6 +1655,74 @@ func (x *Report) GetErrors() []*ErrorStat {
 	return nil
 }
 
+func (x *Report) GetWorkers() []*WorkerStat {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+// WorkerStat is what one serving worker served in an interval.
+type WorkerStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Worker        string                 `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	Requests      int64                  `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	PromptTokens  int64                  `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerStat) Reset() {
+	*x = WorkerStat{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerStat) ProtoMessage() {}
+
+func (x *WorkerStat) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerStat.ProtoReflect.Descriptor instead.
+func (*WorkerStat) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WorkerStat) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *WorkerStat) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *WorkerStat) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
 // ErrorStat is one distinct failure: its class, its message with ids and
 // numbers masked, one real (redacted) message, how often and when first.
 type ErrorStat struct {
@@ -1657,7 +1738,7 @@ type ErrorStat struct {
 
 func (x *ErrorStat) Reset() {
 	*x = ErrorStat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1750,7 @@ func (x *ErrorStat) String() string {
 func (*ErrorStat) ProtoMessage() {}
 
 func (x *ErrorStat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1763,7 @@ func (x *ErrorStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorStat.ProtoReflect.Descriptor instead.
 func (*ErrorStat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ErrorStat) GetClass() string {
@@ -1734,7 +1815,7 @@ type MetricHistogram struct {
 
 func (x *MetricHistogram) Reset() {
 	*x = MetricHistogram{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1827,7 @@ func (x *MetricHistogram) String() string {
 func (*MetricHistogram) ProtoMessage() {}
 
 func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1840,7 @@ func (x *MetricHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricHistogram.ProtoReflect.Descriptor instead.
 func (*MetricHistogram) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetricHistogram) GetMetric() Metric {
@@ -1799,7 +1880,7 @@ type TurnStats struct {
 
 func (x *TurnStats) Reset() {
 	*x = TurnStats{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1892,7 @@ func (x *TurnStats) String() string {
 func (*TurnStats) ProtoMessage() {}
 
 func (x *TurnStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1905,7 @@ func (x *TurnStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStats.ProtoReflect.Descriptor instead.
 func (*TurnStats) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TurnStats) GetTurn() int32 {
@@ -1901,7 +1982,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +1994,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2007,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Counters) GetRequests() int64 {
@@ -2053,7 +2134,7 @@ type Watermark struct {
 
 func (x *Watermark) Reset() {
 	*x = Watermark{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2146,7 @@ func (x *Watermark) String() string {
 func (*Watermark) ProtoMessage() {}
 
 func (x *Watermark) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2159,7 @@ func (x *Watermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
 func (*Watermark) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Watermark) GetWindowId() uint32 {
@@ -2128,7 +2209,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2221,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2234,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Heartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -2202,7 +2283,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2295,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2308,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Problem) GetStep() string {
@@ -2282,7 +2363,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2375,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2388,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -2327,7 +2408,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2420,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2433,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Stop) GetReason() string {
@@ -2420,7 +2501,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\ttake_over\x18\f \x03(\v2#.fleetbench.coordinator.v1.TakeOverR\btakeOver\"M\n" +
 	"\bTakeOver\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12+\n" +
-	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\x8d\x02\n" +
+	"\x11next_conversation\x18\x02 \x01(\x03R\x10nextConversation\"\xb2\x02\n" +
 	"\aRunSpec\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -2428,7 +2509,8 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\bworkload\x18\x04 \x01(\v2'.fleetbench.coordinator.v1.WorkloadSpecR\bworkload\x12\x1e\n" +
 	"\vapi_key_env\x18\x05 \x01(\tR\tapiKeyEnv\x120\n" +
 	"\x03slo\x18\x06 \x01(\v2\x1e.fleetbench.coordinator.v1.SloR\x03slo\x12!\n" +
-	"\fkey_required\x18\a \x01(\bR\vkeyRequired\"\x92\x01\n" +
+	"\fkey_required\x18\a \x01(\bR\vkeyRequired\x12#\n" +
+	"\rworker_header\x18\b \x01(\tR\fworkerHeader\"\x92\x01\n" +
 	"\x03Slo\x12-\n" +
 	"\x04ttft\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x04ttft\x12-\n" +
 	"\x04tpot\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04tpot\x12-\n" +
@@ -2470,7 +2552,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"Y\n" +
 	"\aStarted\x12\x1b\n" +
 	"\twindow_id\x18\x01 \x01(\rR\bwindowId\x121\n" +
-	"\x06offset\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"\xaa\x03\n" +
+	"\x06offset\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"\xeb\x03\n" +
 	"\x06Report\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\twindow_id\x18\x02 \x01(\rR\bwindowId\x12D\n" +
@@ -2480,7 +2562,13 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"first_send\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSend\x125\n" +
 	"\blast_end\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\alastEnd\x12<\n" +
-	"\x06errors\x18\b \x03(\v2$.fleetbench.coordinator.v1.ErrorStatR\x06errors\"\x9d\x01\n" +
+	"\x06errors\x18\b \x03(\v2$.fleetbench.coordinator.v1.ErrorStatR\x06errors\x12?\n" +
+	"\aworkers\x18\t \x03(\v2%.fleetbench.coordinator.v1.WorkerStatR\aworkers\"e\n" +
+	"\n" +
+	"WorkerStat\x12\x16\n" +
+	"\x06worker\x18\x01 \x01(\tR\x06worker\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x03R\brequests\x12#\n" +
+	"\rprompt_tokens\x18\x03 \x01(\x03R\fpromptTokens\"\x9d\x01\n" +
 	"\tErrorStat\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x18\n" +
@@ -2579,7 +2667,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(ThinkKind)(0),                // 0: fleetbench.coordinator.v1.ThinkKind
 	(PhaseKind)(0),                // 1: fleetbench.coordinator.v1.PhaseKind
@@ -2599,66 +2687,68 @@ var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*Ready)(nil),                 // 15: fleetbench.coordinator.v1.Ready
 	(*Started)(nil),               // 16: fleetbench.coordinator.v1.Started
 	(*Report)(nil),                // 17: fleetbench.coordinator.v1.Report
-	(*ErrorStat)(nil),             // 18: fleetbench.coordinator.v1.ErrorStat
-	(*MetricHistogram)(nil),       // 19: fleetbench.coordinator.v1.MetricHistogram
-	(*TurnStats)(nil),             // 20: fleetbench.coordinator.v1.TurnStats
-	(*Counters)(nil),              // 21: fleetbench.coordinator.v1.Counters
-	(*Watermark)(nil),             // 22: fleetbench.coordinator.v1.Watermark
-	(*Heartbeat)(nil),             // 23: fleetbench.coordinator.v1.Heartbeat
-	(*Problem)(nil),               // 24: fleetbench.coordinator.v1.Problem
-	(*Ack)(nil),                   // 25: fleetbench.coordinator.v1.Ack
-	(*Stop)(nil),                  // 26: fleetbench.coordinator.v1.Stop
-	nil,                           // 27: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*WorkerStat)(nil),            // 18: fleetbench.coordinator.v1.WorkerStat
+	(*ErrorStat)(nil),             // 19: fleetbench.coordinator.v1.ErrorStat
+	(*MetricHistogram)(nil),       // 20: fleetbench.coordinator.v1.MetricHistogram
+	(*TurnStats)(nil),             // 21: fleetbench.coordinator.v1.TurnStats
+	(*Counters)(nil),              // 22: fleetbench.coordinator.v1.Counters
+	(*Watermark)(nil),             // 23: fleetbench.coordinator.v1.Watermark
+	(*Heartbeat)(nil),             // 24: fleetbench.coordinator.v1.Heartbeat
+	(*Problem)(nil),               // 25: fleetbench.coordinator.v1.Problem
+	(*Ack)(nil),                   // 26: fleetbench.coordinator.v1.Ack
+	(*Stop)(nil),                  // 27: fleetbench.coordinator.v1.Stop
+	nil,                           // 28: fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	5,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
 	15, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
 	16, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
 	17, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
-	22, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
-	23, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
-	24, // 6: fleetbench.coordinator.v1.ConnectRequest.problem:type_name -> fleetbench.coordinator.v1.Problem
+	23, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
+	24, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	25, // 6: fleetbench.coordinator.v1.ConnectRequest.problem:type_name -> fleetbench.coordinator.v1.Problem
 	7,  // 7: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
 	8,  // 8: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
 	14, // 9: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
-	25, // 10: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
-	26, // 11: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
-	23, // 12: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	26, // 10: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
+	27, // 11: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
+	24, // 12: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	6,  // 13: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	28, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	29, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
 	10, // 15: fleetbench.coordinator.v1.Welcome.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	10, // 16: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	9,  // 17: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
 	12, // 18: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
 	11, // 19: fleetbench.coordinator.v1.RunSpec.slo:type_name -> fleetbench.coordinator.v1.Slo
-	28, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
-	28, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
-	28, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
+	29, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
+	29, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
+	29, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
 	0,  // 23: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
-	28, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
+	29, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
 	13, // 25: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
 	1,  // 26: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	29, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	28, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
-	19, // 29: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
-	20, // 30: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
-	21, // 31: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	29, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	29, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
-	18, // 34: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
-	29, // 35: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
-	2,  // 36: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
-	27, // 37: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	29, // 38: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	3,  // 39: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	4,  // 40: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	40, // [40:41] is the sub-list for method output_type
-	39, // [39:40] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	30, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	29, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	20, // 29: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
+	21, // 30: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
+	22, // 31: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
+	30, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	30, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	19, // 34: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
+	18, // 35: fleetbench.coordinator.v1.Report.workers:type_name -> fleetbench.coordinator.v1.WorkerStat
+	30, // 36: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
+	2,  // 37: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
+	28, // 38: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	30, // 39: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 40: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 41: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	41, // [41:42] is the sub-list for method output_type
+	40, // [40:41] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -2689,7 +2779,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
