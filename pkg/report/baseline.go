@@ -12,12 +12,14 @@ type baselineMode struct {
 	TTFTP50Ms  float64 `json:"ttft_p50_ms"`
 	TTFTP95Ms  float64 `json:"ttft_p95_ms"`
 	HitRatePct float64 `json:"hit_rate_pct"`
-	OutputTPS  float64 `json:"output_tps"`
-	TPOTP50Ms  float64 `json:"tpot_p50_ms"`
-	TPOTP95Ms  float64 `json:"tpot_p95_ms"`
-	E2EP50Ms   float64 `json:"e2e_p50_ms"`
-	E2EP95Ms   float64 `json:"e2e_p95_ms"`
-	Runs       int     `json:"runs"`
+	// OutputTPS and the TPOT and E2E figures are absent when the inputs did
+	// not measure them (TSVs without those columns), never 0.
+	OutputTPS *float64 `json:"output_tps,omitempty"`
+	TPOTP50Ms *float64 `json:"tpot_p50_ms,omitempty"`
+	TPOTP95Ms *float64 `json:"tpot_p95_ms,omitempty"`
+	E2EP50Ms  *float64 `json:"e2e_p50_ms,omitempty"`
+	E2EP95Ms  *float64 `json:"e2e_p95_ms,omitempty"`
+	Runs      int      `json:"runs"`
 	// GoodputRPS and SLOAttainmentPct are present only when goodput was
 	// measured (the sweep's goodput objectives).
 	GoodputRPS       *float64 `json:"goodput_rps,omitempty"`
@@ -62,11 +64,18 @@ func (a *analysis) writeBaseline(w io.Writer) error {
 				continue
 			}
 			r := &c.pooled
+			measured := func(col string, v, scale float64) *float64 {
+				if !r.Measured(col) {
+					return nil
+				}
+				x := round(scale*v, 3)
+				return &x
+			}
 			per[m] = baselineMode{
 				TTFTP50Ms: round(1000*r.TTFTP50, 3), TTFTP95Ms: round(1000*r.TTFTP95, 3),
-				HitRatePct: round(100*r.HitRate, 3), OutputTPS: round(r.OutputTPS, 3),
-				TPOTP50Ms: round(1000*r.TPOTP50, 3), TPOTP95Ms: round(1000*r.TPOTP95, 3),
-				E2EP50Ms: round(1000*r.E2EP50, 3), E2EP95Ms: round(1000*r.E2EP95, 3),
+				HitRatePct: round(100*r.HitRate, 3), OutputTPS: measured("output_tps", r.OutputTPS, 1),
+				TPOTP50Ms: measured("tpot_p50_sec", r.TPOTP50, 1000), TPOTP95Ms: measured("tpot_p95_sec", r.TPOTP95, 1000),
+				E2EP50Ms: measured("e2e_p50_sec", r.E2EP50, 1000), E2EP95Ms: measured("e2e_p95_sec", r.E2EP95, 1000),
 				Runs: len(c.runs),
 			}
 			if r.Goodput != nil && r.SLOAttainment != nil {

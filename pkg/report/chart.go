@@ -19,12 +19,16 @@ const (
 	ChartTTFT    = "ttft_p95.svg"
 	ChartHitRate = "hit_rate.svg"
 	ChartOutput  = "output_tps.svg"
+	// ChartServerHitRate is drawn when the points were scraped: the
+	// server's hit rate beside the client's.
+	ChartServerHitRate = "server_hit_rate.svg"
 )
 
 var chartTitles = map[string]string{
-	ChartTTFT:    "TTFT p95 vs concurrency",
-	ChartHitRate: "KV-cache hit rate vs concurrency",
-	ChartOutput:  "Output throughput vs concurrency",
+	ChartTTFT:          "TTFT p95 vs concurrency",
+	ChartHitRate:       "KV-cache hit rate vs concurrency",
+	ChartOutput:        "Output throughput vs concurrency",
+	ChartServerHitRate: "KV-cache hit rate, server-side (solid) and client-side (dashed)",
 }
 
 // chartTitle returns the title of a chart file (SVG or PNG).
@@ -45,15 +49,29 @@ type chartSpec struct {
 	sla bool
 	// yMax fixes the top of the y axis (0: from the data).
 	yMax float64
+	// col is the TSV column f reads: points whose TSV lacked it are not
+	// drawn (never as 0). opt, when set, replaces f for a figure that may
+	// not have been measured (nil: not drawn); dashed, when set, is drawn
+	// beside it dashed (the client-side figure of a server-side chart).
+	col    string
+	opt    func(*Row) *float64
+	dashed func(*Row) float64
 }
 
 // writeCharts writes the SVG charts (and PNG copies when png) into dir and
 // returns their paths.
 func (a *analysis) writeCharts(dir string, png bool) ([]string, error) {
 	specs := []chartSpec{
-		{ChartTTFT, "TTFT p95 (ms)", func(r *Row) float64 { return r.TTFTP95 }, 1000, true, 0},
-		{ChartHitRate, "KV-cache hit rate (%, token-weighted)", func(r *Row) float64 { return r.HitRate }, 100, false, 110},
-		{ChartOutput, "Output throughput (tokens/s)", func(r *Row) float64 { return r.OutputTPS }, 1, false, 0},
+		{file: ChartTTFT, yLabel: "TTFT p95 (ms)", f: func(r *Row) float64 { return r.TTFTP95 }, scale: 1000, sla: true, col: "ttft_p95_sec"},
+		{file: ChartHitRate, yLabel: "KV-cache hit rate (%, token-weighted)", f: func(r *Row) float64 { return r.HitRate }, scale: 100, yMax: 110, col: "kv_hit_rate"},
+		{file: ChartOutput, yLabel: "Output throughput (tokens/s)", f: func(r *Row) float64 { return r.OutputTPS }, scale: 1, col: "output_tps"},
+	}
+	if a.anyServer() {
+		specs = append(specs, chartSpec{
+			file: ChartServerHitRate, yLabel: "KV-cache hit rate (%, token-weighted)", scale: 100, yMax: 110,
+			opt:    func(r *Row) *float64 { return r.ServerHitRate },
+			dashed: func(r *Row) float64 { return r.HitRate },
+		})
 	}
 	var files []string
 	for _, sp := range specs {
@@ -82,6 +100,25 @@ func (a *analysis) writeCharts(dir string, png bool) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// value is the figure sp draws for r (opt's when set; the caller has
+// checked it is measured).
+func (sp chartSpec) value(r *Row) float64 {
+	if sp.opt != nil {
+		return *sp.opt(r)
+	}
+	return sp.f(r)
+}
+
+// anyServer reports whether any point has a server-side hit rate.
+func (a *analysis) anyServer() bool {
+	for _, c := range a.cells {
+		if c.pooled.ServerHitRate != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // errPoints are points with vertical error bars (the 95% interval).
@@ -117,12 +154,18 @@ func (a *analysis) chart(sp chartSpec) (*plot.Plot, error) {
 		hasErr := false
 		for _, l := range a.levels {
 			c := a.cell(m, l)
-			if c == nil {
+			if c == nil || (sp.col != "" && !c.pooled.Measured(sp.col)) {
 				continue
 			}
-			y := sp.scale * sp.f(&c.pooled)
+			if sp.opt != nil && sp.opt(&c.pooled) == nil {
+				continue
+			}
+			y := sp.scale * sp.value(&c.pooled)
 			pts = append(pts, plotter.XY{X: float64(l), Y: y})
-			spr := a.spreadOf(m, l, sp.f)
+			spr := spread{}
+			if sp.f != nil {
+				spr = a.spreadOf(m, l, sp.f)
+			}
 			h := 0.0
 			if spr.N >= 2 && !math.IsNaN(spr.HalfCI) {
 				h = sp.scale * spr.HalfCI
@@ -158,6 +201,20 @@ func (a *analysis) chart(sp chartSpec) (*plot.Plot, error) {
 			}
 			eb.Color = plotutil.Color(i)
 			p.Add(eb)
+		}
+		if sp.dashed != nil {
+			// The client-side figure of the same points, dashed.
+			var cpts plotter.XYs
+			for _, pt := range pts {
+				cpts = append(cpts, plotter.XY{X: pt.X, Y: sp.scale * sp.dashed(&a.cell(m, int(pt.X)).pooled)})
+			}
+			cl, err := plotter.NewLine(cpts)
+			if err != nil {
+				return nil, err
+			}
+			cl.Color, cl.Width, cl.Dashes = plotutil.Color(i), vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(cl)
+			p.Legend.Add(m+", client-side", cl)
 		}
 	}
 	if sp.sla && len(a.levels) > 0 {

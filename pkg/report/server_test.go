@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,6 +49,19 @@ func TestLeadingOnlyTSVSaysNA(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q", want)
 		}
+	}
+	// baseline.json leaves the figures out rather than writing 0.
+	bj, err := os.ReadFile(r.Baseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"output_tps"`, `"tpot_p50_ms"`, `"e2e_p95_ms"`} {
+		if strings.Contains(string(bj), key) {
+			t.Errorf("baseline.json has %s for a figure not measured", key)
+		}
+	}
+	if !strings.Contains(string(bj), `"ttft_p95_ms": 200`) {
+		t.Errorf("baseline.json lacks the measured TTFT:\n%s", bj)
 	}
 	row := s.Points[0].Row
 	if row.Measured("later_hit_rate") || row.Measured("output_tps") || !row.Measured("kv_hit_rate") {
@@ -106,6 +120,11 @@ func TestServerFigures(t *testing.T) {
 	}
 	b, _ := os.ReadFile(rr.Report)
 	md := string(b)
+	// The server-side chart is drawn and linked.
+	if !slices.ContainsFunc(rr.Charts, func(c string) bool { return filepath.Base(c) == ChartServerHitRate }) ||
+		!strings.Contains(md, "("+ChartServerHitRate+")") {
+		t.Errorf("charts %v: want %s, linked from report.md", rr.Charts, ChartServerHitRate)
+	}
 	p0 := s.Points[0]
 	for _, want := range []string{"## Server-side metrics", "spec. acceptance (%)", "n/a", "other traffic",
 		"Run 1, " + p0.Mode} {
