@@ -120,11 +120,13 @@ func TestScrapeUsageErrors(t *testing.T) {
 // TestWorkersFromResponseHeader: the simulator names the worker of each
 // response; with two agents the per-worker counts travel in the agents'
 // reports, and round robin spreads the requests evenly over its four
-// workers (skew near 1), as result.json and the block say.
+// workers (skew near 1), as result.json and the block say, and as the
+// simulator's own per-worker counters (read with --scrape sim) say too.
 func TestWorkersFromResponseHeader(t *testing.T) {
 	dir := t.TempDir()
 	code, stdout, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--concurrency", "8", "--agents", "2",
-		"--warmup", "1s", "--duration", "3s", "--sim-time-scale", "20", "--sim-router", "round_robin", "--max-tokens", "16", "--out", dir)
+		"--warmup", "1s", "--duration", "3s", "--sim-time-scale", "20", "--sim-router", "round_robin", "--max-tokens", "16",
+		"--scrape", "sim", "--scrape-interval", "500ms", "--out", dir)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -137,6 +139,15 @@ func TestWorkersFromResponseHeader(t *testing.T) {
 	skew, _ := res["client_worker_skew"].(float64)
 	if len(per) != 4 || total != res["completed"].(float64) || skew < 1 || skew > 1.3 {
 		t.Errorf("client_requests_per_worker %v (completed %v), skew %v", per, res["completed"], res["client_worker_skew"])
+	}
+	// The simulator's own per-worker counters say the same, up to the
+	// turns that straddle the window's edges.
+	server, _ := res["server_requests_per_worker"].(map[string]any)
+	for name, v := range per {
+		sv, ok := server[name].(float64)
+		if d := sv - v.(float64); !ok || d > 3 || d < -3 {
+			t.Errorf("worker %s: %v requests by the response header, %v by the simulator's counters", name, v, server[name])
+		}
 	}
 	if !strings.Contains(stdout, "Workers (response header)") {
 		t.Errorf("the block lacks the workers section:\n%s", stdout)
