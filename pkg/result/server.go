@@ -44,6 +44,8 @@ func serverFigures(w *scrape.Window) []serverFigure {
 		{"running_mean", "Running requests, mean:", t.RunningMean, 1, false},
 		{"server_ttft_mean_ms", "Server mean TTFT (ms):", ms(t.TTFT.Mean), 1, false},
 		{"server_ttft_p95_ms", "Server P95 TTFT (ms):", ms(t.TTFT.P95), 1, false},
+		{"server_queue_time_mean_ms", "Server mean queue time (ms):", ms(t.QueueTime.Mean), 1, false},
+		{"server_queue_time_p95_ms", "Server P95 queue time (ms):", ms(t.QueueTime.P95), 1, false},
 	}
 }
 

@@ -121,6 +121,11 @@ var (
 		engine("sglang:time_to_first_token_seconds"),
 		frontend("dynamo_frontend_time_to_first_token_seconds"),
 	}
+	// queueTimeSources: how long requests waited before they were first
+	// scheduled (vLLM V1's WAITING phase).
+	queueTimeSources = []source{
+		engine("vllm:request_queue_time_seconds"),
+	}
 	itlSources = []source{
 		engine("vllm:inter_token_latency_seconds"),
 		engine("vllm:time_per_output_token_seconds"),

@@ -49,6 +49,9 @@ type Figures struct {
 	SpecAcceptRate   *float64 `json:"spec_accept_rate,omitempty"`
 	TTFT             Latency  `json:"server_ttft"`
 	ITL              Latency  `json:"server_itl"`
+	// QueueTime is how long requests waited before they were first
+	// scheduled, from the servers' own histograms.
+	QueueTime Latency `json:"server_queue_time"`
 	// Sources names the metric each figure was read from, by the figure's
 	// JSON name ("server_hit_rate": "vllm:prefix_cache_hits_total /
 	// vllm:prefix_cache_queries_total").
@@ -125,7 +128,7 @@ type endpointCalc struct {
 	ok                                 bool
 	hit, spec                          ratioCalc
 	preemptions, prompt, gen, requests counterCalc
-	ttft, itl                          histCalc
+	ttft, itl, queue                   histCalc
 }
 
 func calcEndpoint(start, end *Page) endpointCalc {
@@ -139,12 +142,13 @@ func calcEndpoint(start, end *Page) endpointCalc {
 		requests:    pickCounter(start, end, requestSources),
 		ttft:        pickHist(start, end, ttftSources),
 		itl:         pickHist(start, end, itlSources),
+		queue:       pickHist(start, end, queueTimeSources),
 	}
 }
 
 func (c endpointCalc) reset() bool {
 	return c.hit.reset || c.spec.reset || c.preemptions.reset || c.prompt.reset ||
-		c.gen.reset || c.requests.reset || c.ttft.reset || c.itl.reset
+		c.gen.reset || c.requests.reset || c.ttft.reset || c.itl.reset || c.queue.reset
 }
 
 func diff(start, end Snapshot, g *gauges) Window {
@@ -280,6 +284,7 @@ func figures(calcs []endpointCalc, st *[numGaugeFigures]stat) Figures {
 	f.Requests = counter("requests", func(c endpointCalc) counterCalc { return c.requests })
 	f.TTFT = latency("server_ttft", func(c endpointCalc) histCalc { return c.ttft })
 	f.ITL = latency("server_itl", func(c endpointCalc) histCalc { return c.itl })
+	f.QueueTime = latency("server_queue_time", func(c endpointCalc) histCalc { return c.queue })
 
 	if st != nil {
 		f.QueueMean, f.QueueMax = st[gaugeQueue].meanPtr(), st[gaugeQueue].maxPtr()

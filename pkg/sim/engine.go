@@ -213,6 +213,7 @@ func (w *worker) control(c ctrlMsg) {
 func (w *worker) gauges() {
 	w.m.running.Set(float64(len(w.running)))
 	w.m.waiting.Set(float64(len(w.waiting)))
+	w.m.inflight.Set(float64(len(w.running) + len(w.waiting)))
 	w.m.kvUsage.Set(w.pool.usage())
 	if d := w.pool.evictions - w.lastEv; d > 0 {
 		w.m.evictions.Add(float64(d))
@@ -338,6 +339,8 @@ func (w *worker) schedule() {
 		}
 		if !s.queried {
 			s.queried = true
+			// Queue time in wall-clock seconds, as the client sees time.
+			w.m.queueTime.Observe((w.clock - s.queuedAt).Seconds() / w.scale)
 			s.cached = hits * bs
 			w.m.prefixQueries.Add(float64(len(s.prompt)))
 			w.m.prefixHits.Add(float64(s.cached))

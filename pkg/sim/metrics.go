@@ -38,6 +38,8 @@ type metrics struct {
 	simTTFT       *prometheus.HistogramVec
 	preemptions   *prometheus.CounterVec
 	evictions     *prometheus.CounterVec
+	queueTime     *prometheus.HistogramVec
+	inflight      *prometheus.GaugeVec
 
 	feRequests *prometheus.CounterVec
 	feCached   *prometheus.HistogramVec
@@ -87,6 +89,19 @@ func newMetrics() *metrics {
 			Name:    "vllm:time_to_first_token_seconds",
 			Help:    "Histogram of time to first token in seconds.",
 			Buckets: vllmTTFTBuckets,
+		}, wl),
+		// vLLM V1's queue time (WAITING until first scheduled), per
+		// worker, in wall-clock seconds like vLLM's TTFT here.
+		queueTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "vllm:request_queue_time_seconds",
+			Help:    "Histogram of time spent in WAITING phase for request.",
+			Buckets: vllmTTFTBuckets,
+		}, wl),
+		// Dynamo's worker-side in-flight requests (the component's
+		// inflight gauge), per worker: running plus waiting.
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dynamo_component_inflight_requests",
+			Help: "Number of requests currently being processed by the worker.",
 		}, wl),
 		simTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fleetbench_sim_time_to_first_token_simulated_seconds",
@@ -139,7 +154,7 @@ func newMetrics() *metrics {
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.prefixQueries, m.prefixHits, m.kvUsage, m.running, m.waiting, m.success,
-		m.promptTokens, m.genTokens, m.ttft, m.simTTFT, m.preemptions, m.evictions,
+		m.promptTokens, m.genTokens, m.ttft, m.simTTFT, m.preemptions, m.evictions, m.queueTime, m.inflight,
 		m.feRequests, m.feCached, m.feISL, m.feOutput, m.feTTFT, m.feInflight, m.routed,
 	}
 }
@@ -161,6 +176,8 @@ type workerMetrics struct {
 	promptTokens, genTokens   prometheus.Counter
 	ttft, simTTFT             prometheus.Observer
 	preemptions, evictions    prometheus.Counter
+	queueTime                 prometheus.Observer
+	inflight                  prometheus.Gauge
 }
 
 func (m *metrics) forWorker(model string, w int) *workerMetrics {
@@ -183,6 +200,8 @@ func (m *metrics) forWorker(model string, w int) *workerMetrics {
 		simTTFT:       m.simTTFT.With(l),
 		preemptions:   m.preemptions.With(l),
 		evictions:     m.evictions.With(l),
+		queueTime:     m.queueTime.With(l),
+		inflight:      m.inflight.With(l),
 	}
 }
 

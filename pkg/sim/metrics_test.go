@@ -42,6 +42,8 @@ func TestMetricsNamesAndTypes(t *testing.T) {
 		"dynamo_frontend_output_tokens_total":                  "counter",
 		"dynamo_frontend_requests_total":                       "counter",
 		"dynamo_frontend_time_to_first_token_seconds":          "histogram",
+		"vllm:request_queue_time_seconds":                      "histogram",
+		"dynamo_component_inflight_requests":                   "gauge",
 	}
 	for name, typ := range types {
 		if !strings.Contains(text, "# TYPE "+name+" "+typ+"\n") {
