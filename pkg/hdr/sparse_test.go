@@ -14,7 +14,7 @@ import (
 func FuzzMergeSparse(f *testing.F) {
 	f.Add(uint64(1), uint16(0), uint16(0), int64(0))
 	f.Add(uint64(2), uint16(1), uint16(1), int64(0))
-	f.Add(uint64(3), uint16(1), uint16(0), int64(Default.HighestMicros))
+	f.Add(uint64(3), uint16(1), uint16(0), Default.HighestMicros)
 	f.Add(uint64(4), uint16(300), uint16(50), int64(-5))
 	f.Add(uint64(5), uint16(2000), uint16(2000), int64(1<<62))
 	f.Fuzz(func(t *testing.T, seed uint64, nsrc, ndst uint16, extra int64) {
