@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,6 +48,47 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocBytes returns the bytes the process has allocated so far.
+func allocBytes() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
+}
+
+// BenchmarkMergeReport measures the coordinator's own part of one
+// 10-histogram report, without gRPC: converting the received message to
+// the domain report and merging it into an open window.
+func BenchmarkMergeReport(b *testing.B) {
+	cfg := hdr.Default
+	msgs := make([]*pb.ConnectRequest, 64)
+	for i := range msgs {
+		msgs[i] = benchReport(uint64(i+1), 1, i)
+	}
+	w := newWindow(1, 0, KindMeasure, time.Unix(0, 0), cfg)
+	m := &member{id: "bench"}
+	merge := func(msg *pb.ConnectRequest) {
+		rep, err := messageFromPB(msg, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.apply(m, rep.(report).Window, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// One report first, so the pooled decoder is built before counting:
+	// at -benchtime=20x its one-time allocation would dominate.
+	merge(msgs[0])
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, alloc0 := cpuTime(), allocBytes()
+	for n := range b.N {
+		merge(msgs[n%len(msgs)])
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/report")
+	b.ReportMetric(float64(allocBytes()-alloc0)/float64(b.N), "alloc-B/report")
 }
 
 // BenchmarkMerge100Agents plays 100 agents, each sending one report of 10
@@ -120,6 +162,9 @@ func BenchmarkMerge100Agents(b *testing.B) {
 					return
 				}
 				switch v := m.GetMsg().(type) {
+				case *pb.ConnectResponse_Welcome:
+					// Epoch 0: the environment check against the spec passed.
+					_ = st.Send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Ready{Ready: &pb.Ready{}}})
 				case *pb.ConnectResponse_Assignment:
 					_ = st.Send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Ready{Ready: &pb.Ready{Epoch: v.Assignment.GetEpoch()}}})
 				case *pb.ConnectResponse_Phase:
@@ -147,7 +192,7 @@ func BenchmarkMerge100Agents(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0, alloc0 := cpuTime(), allocBytes()
 	for n := range b.N {
 		var wg sync.WaitGroup
 		for i, f := range fakes {
@@ -168,6 +213,7 @@ func BenchmarkMerge100Agents(b *testing.B) {
 	b.StopTimer()
 	total := float64(b.N * agents)
 	b.ReportMetric(float64(cpuTime()-cpu0)/total, "cpu-ns/report")
+	b.ReportMetric(float64(allocBytes()-alloc0)/total, "alloc-B/report")
 	b.ReportMetric(float64(b.Elapsed())/total, "ns/report")
 	b.ReportMetric(float64(wire)/total, "wire-bytes/report")
 	b.ReportMetric(0, "ns/op")

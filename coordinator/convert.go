@@ -64,8 +64,9 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 // windowFromPB decodes a report into a record.Window, refusing histograms
 // of another geometry.
 func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
-	// Only the histograms the report carries are allocated (a full-range
-	// histogram is hundreds of KB); nil entries read as empty.
+	// Only the histograms the report carries are decoded, each in sparse
+	// form (a full-range histogram is hundreds of KB); nil entries read as
+	// empty.
 	w := &record.Window{ID: r.GetWindowId(), Config: cfg, Turns: make(map[int]*record.TurnStats, len(r.GetTurns()))}
 	for _, mh := range r.GetMetrics() {
 		m := record.Metric(mh.GetMetric() - 1)
@@ -130,11 +131,20 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
 	return w, nil
 }
 
+// decodeHist decodes one of a report's histograms in sparse form: merged
+// into the window's accumulator, it costs its non-zero buckets, not a full
+// counts array (see hdr.DecodeSparse). An empty one is nil, which a
+// record.Window reads as empty.
 func decodeHist(cfg hdr.Config, b []byte, clamped int64) (*hdr.Histogram, error) {
-	if len(b) == 0 {
-		return cfg.New(), nil
+	if len(b) == 0 && clamped == 0 {
+		return nil, nil
 	}
-	h, err := hdr.Decode(cfg, b)
+	if len(b) == 0 {
+		h := cfg.New()
+		h.SetClamped(clamped)
+		return h, nil
+	}
+	h, err := hdr.DecodeSparse(cfg, b)
 	if err != nil {
 		return nil, err
 	}

@@ -79,3 +79,49 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// reportHist encodes a histogram of 200 values spread over 1 ms..251 ms,
+// the size of one metric of an agent's interval report.
+func reportHist(b *testing.B) []byte {
+	h := Default.New()
+	for i := range 200 {
+		h.RecordValue(int64(1000 + (i*7919)%250000))
+	}
+	enc, err := h.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return enc
+}
+
+// BenchmarkMergeDecoded is the full path for one report histogram: Decode
+// into a counts array, then Merge it into an accumulator.
+func BenchmarkMergeDecoded(b *testing.B) {
+	enc, dst := reportHist(b), Default.New()
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := Decode(Default, enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := dst.Merge(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMergeSparse is the sparse path for the same histogram:
+// DecodeSparse, then Merge its buckets into the accumulator.
+func BenchmarkMergeSparse(b *testing.B) {
+	enc, dst := reportHist(b), Default.New()
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := DecodeSparse(Default, enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := dst.Merge(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func (h *Histogram) Encode() ([]byte, error) {
 	defer coders.Put(c)
 	// Export copies the counts; it is the one view of them hdrhistogram-go
 	// offers, and one copy is far cheaper than the compressor it replaces.
-	counts := h.h.Export().Counts
+	counts := h.hist().Export().Counts
 	raw := appendCounts(append(c.raw[:0], make([]byte, innerHeaderLen)...), counts)
 	hd := raw[:innerHeaderLen]
 	binary.BigEndian.PutUint32(hd[0:], uint32(uncompressedCookie))
@@ -242,42 +242,59 @@ func corrupt(format string, args ...any) error {
 
 // decodeInto fills the empty histogram h from b.
 func (c *coder) decodeInto(h *Histogram, b []byte) error {
-	cfg := h.cfg
+	payload, s, err := c.inflate(h.cfg, b)
+	if err != nil {
+		return err
+	}
+	s.payload = payload
+	if dropped := s.addTo(h.h); dropped > 0 {
+		// inflate bounded the indices and the total, so an empty histogram
+		// takes every count.
+		return corrupt("%d values did not fit", dropped)
+	}
+	return nil
+}
+
+// inflate checks b's headers against cfg, inflates its payload into c's
+// buffer and validates it: every index within cfg's counts array and the
+// counts' sum within int64. It returns the payload (valid until c is reused)
+// and a sparse with the geometry and count filled in.
+func (c *coder) inflate(cfg Config, b []byte) ([]byte, sparse, error) {
 	n := base64.StdEncoding.DecodedLen(len(b))
 	if cap(c.b64) < n {
 		c.b64 = make([]byte, n)
 	}
 	n, err := base64.StdEncoding.Decode(c.b64[:n], b)
 	if err != nil {
-		return corrupt("%v", err)
+		return nil, sparse{}, corrupt("%v", err)
 	}
 	raw := c.b64[:n]
 	if len(raw) < outerHeaderLen {
-		return corrupt("%d bytes is shorter than the header", len(raw))
+		return nil, sparse{}, corrupt("%d bytes is shorter than the header", len(raw))
 	}
 	if ck := int32(binary.BigEndian.Uint32(raw)) & cookieMask; ck != compressedV2 {
-		return corrupt("cookie %#x is not V2 compressed", ck)
+		return nil, sparse{}, corrupt("cookie %#x is not V2 compressed", ck)
 	}
 	clen := int64(int32(binary.BigEndian.Uint32(raw[4:])))
 	if clen < 0 || clen > int64(len(raw)-outerHeaderLen) {
-		return corrupt("compressed length %d, have %d bytes", clen, len(raw)-outerHeaderLen)
+		return nil, sparse{}, corrupt("compressed length %d, have %d bytes", clen, len(raw)-outerHeaderLen)
 	}
 	c.in.Reset(raw[outerHeaderLen : outerHeaderLen+clen])
 	if c.zr == nil {
 		zr, err := zlib.NewReader(&c.in)
 		if err != nil {
-			return corrupt("%v", err)
+			return nil, sparse{}, corrupt("%v", err)
 		}
 		c.zr = zr
 	} else if err := c.zr.(zlib.Resetter).Reset(&c.in, nil); err != nil {
-		return corrupt("%v", err)
+		return nil, sparse{}, corrupt("%v", err)
 	}
 	var hd [innerHeaderLen]byte
 	if _, err := io.ReadFull(c.zr, hd[:]); err != nil {
-		return corrupt("read inner header: %v", err)
+		return nil, sparse{}, corrupt("read inner header: %v", err)
 	}
 	if ck := int32(binary.BigEndian.Uint32(hd[0:])) & cookieMask; ck != uncompressedV2 {
-		return corrupt("inner cookie %#x is not V2", ck)
+		return nil, sparse{}, corrupt("inner cookie %#x is not V2", ck)
 	}
 	got := Config{
 		SigFigs:       int(int32(binary.BigEndian.Uint32(hd[12:]))),
@@ -285,12 +302,12 @@ func (c *coder) decodeInto(h *Histogram, b []byte) error {
 		HighestMicros: int64(binary.BigEndian.Uint64(hd[24:])),
 	}
 	if got != cfg {
-		return fmt.Errorf("decode histogram %s as %s: %w", got.Fingerprint(), cfg.Fingerprint(), ErrConfigMismatch)
+		return nil, sparse{}, fmt.Errorf("decode histogram %s as %s: %w", got.Fingerprint(), cfg.Fingerprint(), ErrConfigMismatch)
 	}
 	g := geometryOf(cfg)
 	plen := int64(int32(binary.BigEndian.Uint32(hd[4:])))
 	if plen < 0 || plen > int64(g.countsLen)*maxVarint {
-		return corrupt("payload length %d out of range", plen)
+		return nil, sparse{}, corrupt("payload length %d out of range", plen)
 	}
 	if cap(c.raw) < int(plen)+1 {
 		c.raw = make([]byte, plen+1)
@@ -302,42 +319,48 @@ func (c *coder) decodeInto(h *Histogram, b []byte) error {
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		if int64(got1) != plen {
-			return corrupt("payload is %d bytes, header says %d", got1, plen)
+			return nil, sparse{}, corrupt("payload is %d bytes, header says %d", got1, plen)
 		}
 	case err != nil:
-		return corrupt("%v", err)
+		return nil, sparse{}, corrupt("%v", err)
 	default:
-		return corrupt("payload is longer than the %d bytes the header says", plen)
+		return nil, sparse{}, corrupt("payload is longer than the %d bytes the header says", plen)
 	}
 	payload := buf[:plen]
+	total, err := validate(payload, g)
+	if err != nil {
+		return nil, sparse{}, err
+	}
+	return payload, sparse{g: g, count: total}, nil
+}
+
+// validate walks a V2 payload of geometry g and returns the sum of its
+// counts, or an ErrCorrupt error when a varint is truncated, an index or
+// zero run passes the counts array or the sum passes MaxInt64.
+func validate(payload []byte, g geometry) (int64, error) {
 	idx := 0
 	var total int64
 	for pos := 0; pos < len(payload); {
 		v, n := readZigZag(payload[pos:])
 		if n == 0 {
-			return corrupt("truncated count at byte %d", pos)
+			return 0, corrupt("truncated count at byte %d", pos)
 		}
 		pos += n
 		if v < 0 {
 			if v == math.MinInt64 || -v > int64(g.countsLen-idx) {
-				return corrupt("zero run of %d at index %d overflows %d counts", -v, idx, g.countsLen)
+				return 0, corrupt("zero run of %d at index %d overflows %d counts", -v, idx, g.countsLen)
 			}
 			idx += int(-v)
 			continue
 		}
 		if idx >= g.countsLen {
-			return corrupt("index %d overflows %d counts", idx, g.countsLen)
+			return 0, corrupt("index %d overflows %d counts", idx, g.countsLen)
 		}
-		if v > 0 {
-			if v > math.MaxInt64-total {
-				return corrupt("counts sum past MaxInt64 at index %d", idx)
-			}
-			total += v
-			if err := h.h.RecordValues(g.valueAt(idx), v); err != nil {
-				return corrupt("index %d: %v", idx, err)
-			}
+		if v > math.MaxInt64-total {
+			return 0, corrupt("counts sum past MaxInt64 at index %d", idx)
 		}
+		total += v
 		idx++
 	}
-	return nil
+	return total, nil
 }

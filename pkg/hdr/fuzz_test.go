@@ -28,6 +28,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Decode(Default, b)
+		// DecodeSparse accepts exactly what Decode accepts, as the same
+		// histogram.
+		sp, spErr := DecodeSparse(Default, b)
+		if (err == nil) != (spErr == nil) {
+			t.Fatalf("Decode error %v, DecodeSparse error %v", err, spErr)
+		}
+		if err == nil && (sp.Count() != h.Count() || !sp.Equal(h)) {
+			t.Fatal("DecodeSparse differs from Decode")
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrConfigMismatch) {
 				t.Fatalf("Decode error %v wraps neither ErrCorrupt nor ErrConfigMismatch", err)

@@ -31,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -116,10 +118,37 @@ func (c Config) New() *Histogram {
 // histogram it wraps, it has no locking. Concurrent reads are safe only while
 // nothing mutates it; callers serialize Record, Merge, Reset and SetClamped
 // against every other use (pkg/record does so under its Recorder's mutex).
+//
+// A Histogram from DecodeSparse holds only its encoded buckets until it is
+// used other than as the source of a Merge (see DecodeSparse); it keeps the
+// same contract, its one-time expansion being safe under concurrent reads.
 type Histogram struct {
 	cfg     Config
-	h       *hdrhistogram.Histogram
+	h       *hdrhistogram.Histogram // nil in a sparse histogram until expanded
 	clamped int64
+
+	// sparse is set by DecodeSparse and never changed after; expand builds
+	// h from it once, on the first use that needs the counts array.
+	sparse   *sparse
+	once     sync.Once
+	expanded atomic.Bool
+}
+
+// hist returns the hdrhistogram-go histogram, expanding a sparse one.
+func (h *Histogram) hist() *hdrhistogram.Histogram {
+	if h.sparse != nil {
+		h.once.Do(h.expand)
+	}
+	return h.h
+}
+
+// compact returns h's sparse form while h has not been expanded (so the
+// sparse form is still all of its counts), else nil.
+func (h *Histogram) compact() *sparse {
+	if h.sparse == nil || h.expanded.Load() {
+		return nil
+	}
+	return h.sparse
 }
 
 // Config returns the configuration h was built with.
@@ -151,7 +180,7 @@ func (h *Histogram) RecordValue(micros int64) {
 	}
 	// The value is in range now, so the only possible error is a total count
 	// past math.MaxInt64, which 9e18 recordings cannot reach in practice.
-	_ = h.h.RecordValue(micros)
+	_ = h.hist().RecordValue(micros)
 }
 
 // Merge adds every value of o (and its clamp count) into h; o is unchanged.
@@ -169,14 +198,25 @@ func (h *Histogram) Merge(o *Histogram) error {
 		o = o.Clone()
 	}
 	h.clamped += o.clamped
-	if dropped := h.h.Merge(o.h); dropped > 0 {
+	var dropped int64
+	if s := o.compact(); s != nil {
+		dropped = s.addTo(h.hist())
+	} else {
+		dropped = h.hist().Merge(o.hist())
+	}
+	if dropped > 0 {
 		return &DroppedError{Count: dropped}
 	}
 	return nil
 }
 
 // Count returns the number of values recorded, clamped ones included.
-func (h *Histogram) Count() int64 { return h.h.TotalCount() }
+func (h *Histogram) Count() int64 {
+	if s := h.compact(); s != nil {
+		return s.count
+	}
+	return h.hist().TotalCount()
+}
 
 // Clamped returns how many of the recorded values were outside
 // 0..HighestMicros and recorded at the nearest bound. The V2 encoding does
@@ -198,14 +238,15 @@ func (h *Histogram) Percentile(p float64) time.Duration {
 
 // valueAt returns the nearest-rank value at percentile p in microseconds.
 func (h *Histogram) valueAt(p float64) int64 {
-	n := h.h.TotalCount()
+	hh := h.hist()
+	n := hh.TotalCount()
 	if n == 0 {
 		return 0
 	}
 	if !(p > 0) { // also NaN
-		return h.h.Min()
+		return hh.Min()
 	}
-	return h.h.ValueAtQuantile(hdrPercentile(p, n))
+	return hh.ValueAtQuantile(hdrPercentile(p, n))
 }
 
 // hdrPercentile maps percentile p to the percentile argument for which
@@ -248,7 +289,8 @@ var summaryPercentiles = [...]float64{50, 90, 95, 99, 99.9}
 // Summary returns count, mean, standard deviation, min, max and the p50, p90,
 // p95, p99 and p99.9 percentiles (as Percentile computes them).
 func (h *Histogram) Summary() Summary {
-	n := h.h.TotalCount()
+	hh := h.hist()
+	n := hh.TotalCount()
 	if n == 0 {
 		return Summary{}
 	}
@@ -260,11 +302,11 @@ func (h *Histogram) Summary() Summary {
 		ps[i+1] = hdrPercentile(p, n)
 	}
 	ps[len(ps)-1] = 100
-	v := h.h.ValueAtPercentilesSlice(ps[:])
+	v := hh.ValueAtPercentilesSlice(ps[:])
 	return Summary{
 		Count: n,
-		Mean:  microsF(h.h.Mean()),
-		Std:   microsF(h.h.StdDev()),
+		Mean:  microsF(hh.Mean()),
+		Std:   microsF(hh.StdDev()),
 		Min:   micros(v[0]),
 		Max:   micros(v[6]),
 		P50:   micros(v[1]),
@@ -275,28 +317,33 @@ func (h *Histogram) Summary() Summary {
 	}
 }
 
-// Clone returns an independent deep copy of h, clamp count included.
+// Clone returns an independent deep copy of h, clamp count included. The
+// clone of a sparse histogram not yet expanded is sparse too (its encoded
+// buckets are immutable and shared).
 func (h *Histogram) Clone() *Histogram {
-	return &Histogram{cfg: h.cfg, h: h.h.Clone(), clamped: h.clamped}
+	if s := h.compact(); s != nil {
+		return &Histogram{cfg: h.cfg, clamped: h.clamped, sparse: s}
+	}
+	return &Histogram{cfg: h.cfg, h: h.hist().Clone(), clamped: h.clamped}
 }
 
 // Reset empties h and zeroes its clamp count, keeping its storage.
 func (h *Histogram) Reset() {
-	h.h.Reset()
+	h.hist().Reset()
 	h.clamped = 0
 }
 
 // Equal reports whether h and o have the same configuration, counts and
 // clamp count.
 func (h *Histogram) Equal(o *Histogram) bool {
-	return h.cfg == o.cfg && h.clamped == o.clamped && h.h.Equals(o.h)
+	return h.cfg == o.cfg && h.clamped == o.clamped && h.hist().Equals(o.hist())
 }
 
 // Unwrap returns the underlying hdrhistogram-go histogram, for reading
 // (iteration, percentile distributions, interval logs). Values recorded into
 // it directly bypass clamping and the clamp count; it shares h's contract of
 // no concurrent use.
-func (h *Histogram) Unwrap() *hdrhistogram.Histogram { return h.h }
+func (h *Histogram) Unwrap() *hdrhistogram.Histogram { return h.hist() }
 
 func micros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 

@@ -20,7 +20,8 @@ func TurnIndex(turn int) int {
 }
 
 // TurnStats are the statistics of the successful requests of one turn index,
-// for cache hit rate by conversation depth. Not safe for concurrent mutation.
+// for cache hit rate by conversation depth. A nil TTFT (a received report's
+// turn without samples) reads as empty. Not safe for concurrent mutation.
 type TurnStats struct {
 	TTFT              *hdr.Histogram
 	Requests          int64
