@@ -85,6 +85,8 @@ func TestSameWorkloadEverywhere(t *testing.T) {
 			"--max-tokens", "64", "--think-time", "exp:1s", "--session-header", "X-Session-ID"},
 			"workload:\n  seed: 11\n  turns: 2-4\n  prompt_tokens: 900\n  documents: 3\n  max_tokens: 64\n" +
 				"  think_time: exp:1s\n  session_header: X-Session-ID\n"},
+		{"docchat natural stop", []string{"--seed", "11", "--natural-stop", "--max-tokens", "2000"},
+			"workload:\n  seed: 11\n  natural_stop: true\n  max_tokens: 2000\n"},
 		{"sharegpt", []string{"--workload", "sharegpt", "--dataset", sampleShareGPT, "--seed", "3", "--max-conversations", "2"},
 			"workload:\n  kind: sharegpt\n  dataset: " + sampleShareGPT + "\n  seed: 3\n  max_conversations: 2\n"},
 	}
@@ -111,7 +113,12 @@ func TestSameWorkloadEverywhere(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						seen = append(seen, turn.User)
+						seen = append(seen, fmt.Sprintf("%s (max_tokens %d)", turn.User, turn.MaxTokens))
+						// A natural stop sends the cap alone; otherwise docchat
+						// asks for a drawn length at or below it.
+						if w := got[cmd]; w.NaturalStop && turn.MaxTokens != w.MaxTokens {
+							t.Errorf("%s: natural stop sends max_tokens %d, want the cap %d", cmd, turn.MaxTokens, w.MaxTokens)
+						}
 						hist = append(hist, openai.Message{Role: "user", Content: turn.User}, openai.Message{Role: "assistant", Content: "ok"})
 					}
 				}
@@ -140,7 +147,7 @@ func TestSharedFlagsSameEverywhere(t *testing.T) {
 	coCmd, _ := quietCLI().newCoordinator()
 	swCmd, _ := quietCLI().newSweep()
 	shared := []string{"endpoint", "api-key-env", "workload", "dataset", "seed", "max-tokens", "think-time", "turns",
-		"session-header", "prompt-tokens", "documents", "max-conversations", "min-messages", "shuffle", "output-len",
+		"session-header", "prompt-tokens", "documents", "natural-stop", "max-conversations", "min-messages", "shuffle", "output-len",
 		"user-model-url", "user-model", "user-model-key-env", "request-rate", "warmup", "duration",
 		"goodput", "threshold", "abort-on-fail", "fail-fast", "skip-preflight"}
 	for _, name := range shared {

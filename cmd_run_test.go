@@ -226,3 +226,50 @@ func TestRunWithAgentsUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNaturalStopReachesTheSimulator: `run` with the in-process simulator
+// ends docchat answers by length by default (each turn asks for a length
+// of the published distribution and the simulator generates to it) and by
+// the model's own stop with --natural-stop (only the cap is sent and the
+// simulator uses its natural-stop model). The cap of 4,000 is far above
+// the ~880-token natural answers, so a length finish would mean the
+// simulator still generated to max_tokens.
+func TestNaturalStopReachesTheSimulator(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		finish string
+	}{
+		{"published lengths", nil, "length"},
+		{"natural stop", []string{"--natural-stop"}, "stop"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"--log-level", "error", "run", "--concurrency", "4", "--warmup", "0s", "--duration", "1s",
+				"--sim-time-scale", "50", "--max-tokens", "4000", "--save-requests", "--out", dir}, tt.args...)
+			if code, _, stderr := runCommand(t.Context(), args...); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			f, err := os.Open(filepath.Join(dir, "requests.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			finishes := map[string]int{}
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var r struct {
+					FinishReason string `json:"finish_reason"`
+				}
+				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+					t.Fatal(err)
+				}
+				finishes[r.FinishReason]++
+			}
+			t.Logf("finish reasons %v", finishes)
+			if finishes[tt.finish] == 0 || len(finishes) != 1 {
+				t.Errorf("finish reasons %v, want only %q", finishes, tt.finish)
+			}
+		})
+	}
+}

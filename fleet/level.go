@@ -152,6 +152,11 @@ func (r *levelRun) startSim(ctx context.Context) (*sim.Sim, error) {
 	if c.Client.Model != "" {
 		cfg.Model = c.Client.Model
 	}
+	// The workload's natural stop is the simulator's natural-stop model:
+	// only the cap is sent, so answers end on their own.
+	if c.Workload.NaturalStop {
+		cfg.Output.UntilMaxTokens = false
+	}
 	s, err := sim.New(cfg, r.logger, nil)
 	if err != nil {
 		return nil, fmt.Errorf("create simulator: %w", err)

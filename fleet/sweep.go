@@ -132,7 +132,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	}
 	simURL := ""
 	if simCfg != nil {
-		s, err := startSweepSim(ctx, simCfg, spec.Model, logger)
+		s, err := startSweepSim(ctx, simCfg, spec.Model, spec.Workload.NaturalStop, logger)
 		if err != nil {
 			return err
 		}
@@ -302,8 +302,9 @@ func printSweepSummary(out io.Writer, res *sweeprun.Result, r *report.Rendered, 
 	}
 }
 
-// startSweepSim starts the built-in simulator on a loopback port.
-func startSweepSim(ctx context.Context, s *sweep.Sim, model string, logger hclog.Logger) (*sim.Sim, error) {
+// startSweepSim starts the built-in simulator on a loopback port; with
+// naturalStop (the workload's natural_stop) its answers stop on their own.
+func startSweepSim(ctx context.Context, s *sweep.Sim, model string, naturalStop bool, logger hclog.Logger) (*sim.Sim, error) {
 	cfg, err := sim.ProfileConfig(s.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("simulator profile: %w", err)
@@ -315,6 +316,9 @@ func startSweepSim(ctx context.Context, s *sweep.Sim, model string, logger hclog
 		cfg.Engine.NumBlocks = s.KVBlocks
 	}
 	cfg.TimeScale, cfg.Listen, cfg.Model = s.TimeScale, "127.0.0.1:0", model
+	if naturalStop {
+		cfg.Output.UntilMaxTokens = false
+	}
 	sm, err := sim.New(cfg, logger, nil)
 	if err != nil {
 		return nil, fmt.Errorf("create simulator: %w", err)

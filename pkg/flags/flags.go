@@ -132,6 +132,7 @@ func Workload(fs *pflag.FlagSet, w *workload.Config) {
 	fs.StringVar(&w.SessionHeader, "session-header", w.SessionHeader, "request header carrying a per-conversation session id, e.g. X-Session-ID")
 	fs.IntVar(&w.PromptTokens, "prompt-tokens", w.PromptTokens, "docchat: first prompt size in tokens")
 	fs.IntVar(&w.Documents, "documents", w.Documents, "docchat: number of starter documents")
+	fs.BoolVar(&w.NaturalStop, "natural-stop", w.NaturalStop, "docchat: send only max_tokens as a cap and let the model stop (default: answers of the published lengths)")
 	fs.IntVar(&w.MaxConversations, "max-conversations", w.MaxConversations, "sharegpt: keep at most N conversations (0: all)")
 	fs.IntVar(&w.MinMessages, "min-messages", w.MinMessages, "sharegpt: drop conversations with fewer messages")
 	fs.BoolVar(&w.Shuffle, "shuffle", w.Shuffle, "sharegpt: shuffle the conversations with the seed")
@@ -141,7 +142,7 @@ func Workload(fs *pflag.FlagSet, w *workload.Config) {
 	fs.Var(&userModelField{um, "model"}, "user-model", "docchat: the user model's name")
 	fs.Var(&userModelField{um, "key"}, "user-model-key-env", "docchat: environment variable holding the user model's API key")
 	Group(fs, GroupWorkload, "workload", "dataset", "seed", "max-tokens", "think-time", "turns", "session-header",
-		"prompt-tokens", "documents", "max-conversations", "min-messages", "shuffle", "output-len",
+		"prompt-tokens", "documents", "natural-stop", "max-conversations", "min-messages", "shuffle", "output-len",
 		"user-model-url", "user-model", "user-model-key-env")
 }
 

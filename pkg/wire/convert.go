@@ -19,7 +19,7 @@ func WorkloadToProto(w workload.Config) *pb.WorkloadSpec {
 		MinTurns: int32(w.Turns.Min), MaxTurns: int32(w.Turns.Max), SessionHeader: w.SessionHeader,
 		Documents: int32(w.Documents), PromptTokens: int32(w.PromptTokens),
 		MaxConversations: int32(w.MaxConversations), MinMessages: int32(w.MinMessages),
-		Shuffle: w.Shuffle, OutputLen: w.OutputLen,
+		Shuffle: w.Shuffle, OutputLen: w.OutputLen, NaturalStop: w.NaturalStop,
 	}
 	switch {
 	case w.Think.Kind == workload.ThinkNone || w.Think.Mean <= 0:
@@ -43,7 +43,7 @@ func WorkloadFromProto(m *pb.WorkloadSpec) workload.Config {
 		Turns:         workload.Turns{Min: int(m.GetMinTurns()), Max: int(m.GetMaxTurns())},
 		SessionHeader: m.GetSessionHeader(), Documents: int(m.GetDocuments()), PromptTokens: int(m.GetPromptTokens()),
 		MaxConversations: int(m.GetMaxConversations()), MinMessages: int(m.GetMinMessages()),
-		Shuffle: m.GetShuffle(), OutputLen: m.GetOutputLen(),
+		Shuffle: m.GetShuffle(), OutputLen: m.GetOutputLen(), NaturalStop: m.GetNaturalStop(),
 	}
 	switch m.GetThinkKind() {
 	case pb.ThinkKind_THINK_KIND_FIXED:

@@ -15,6 +15,7 @@ func TestWorkloadRoundTrip(t *testing.T) {
 		Kind: workload.KindShareGPT, Dataset: "/data/sg.json", Seed: 42, MaxTokens: 512,
 		Think: workload.ThinkTime{Kind: workload.ThinkExp, Mean: 2 * time.Second},
 		Turns: workload.Turns{Min: 2, Max: 4}, SessionHeader: "X-Session-ID", Documents: 7, PromptTokens: 900,
+		NaturalStop:      true,
 		UserModel:        &workload.UserModelConfig{URL: "http://small:8000/v1", Model: "small", APIKeyEnv: "SMALL_KEY"},
 		MaxConversations: 100, MinMessages: 3, Shuffle: true, OutputLen: true,
 	}

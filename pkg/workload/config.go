@@ -62,6 +62,11 @@ type Config struct {
 	Documents    int              `json:"documents,omitempty"`
 	PromptTokens int              `json:"prompt_tokens,omitempty"`
 	UserModel    *UserModelConfig `json:"user_model,omitempty"`
+	// NaturalStop sends only MaxTokens as each turn's cap and lets the
+	// model stop; unset, each turn asks for an answer of the published
+	// lengths (AnswerLength). The built-in simulator then uses its
+	// natural-stop model too.
+	NaturalStop bool `json:"natural_stop,omitempty"`
 
 	// ShareGPT: see ShareGPTConfig.
 	MaxConversations int  `json:"max_conversations,omitempty"`
@@ -87,7 +92,7 @@ func (c Config) DocChat() DocChatConfig {
 	return DocChatConfig{
 		Seed: c.Seed, Documents: c.Documents, PromptTokens: c.PromptTokens, Dir: c.Dataset,
 		MinTurns: c.Turns.Min, MaxTurns: c.Turns.Max, MaxTokens: c.MaxTokens, Think: c.Think,
-		UserModel: c.UserModel,
+		UserModel: c.UserModel, Answers: AnswerLength{Natural: c.NaturalStop},
 	}
 }
 

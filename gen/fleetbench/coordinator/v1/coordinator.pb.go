@@ -1163,8 +1163,11 @@ type WorkloadSpec struct {
 	MinMessages      int32 `protobuf:"varint,14,opt,name=min_messages,json=minMessages,proto3" json:"min_messages,omitempty"`
 	Shuffle          bool  `protobuf:"varint,15,opt,name=shuffle,proto3" json:"shuffle,omitempty"`
 	OutputLen        bool  `protobuf:"varint,16,opt,name=output_len,json=outputLen,proto3" json:"output_len,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Docchat: send only max_tokens as each turn's cap and let the model
+	// stop, instead of answers of the published lengths.
+	NaturalStop   bool `protobuf:"varint,17,opt,name=natural_stop,json=naturalStop,proto3" json:"natural_stop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadSpec) Reset() {
@@ -1305,6 +1308,13 @@ func (x *WorkloadSpec) GetShuffle() bool {
 func (x *WorkloadSpec) GetOutputLen() bool {
 	if x != nil {
 		return x.OutputLen
+	}
+	return false
+}
+
+func (x *WorkloadSpec) GetNaturalStop() bool {
+	if x != nil {
+		return x.NaturalStop
 	}
 	return false
 }
@@ -2514,7 +2524,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x03Slo\x12-\n" +
 	"\x04ttft\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x04ttft\x12-\n" +
 	"\x04tpot\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04tpot\x12-\n" +
-	"\x04e2el\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04e2el\"\xe0\x04\n" +
+	"\x04e2el\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04e2el\"\x83\x05\n" +
 	"\fWorkloadSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\adataset\x18\x02 \x01(\tR\adataset\x12\x12\n" +
@@ -2537,7 +2547,8 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\fmin_messages\x18\x0e \x01(\x05R\vminMessages\x12\x18\n" +
 	"\ashuffle\x18\x0f \x01(\bR\ashuffle\x12\x1d\n" +
 	"\n" +
-	"output_len\x18\x10 \x01(\bR\toutputLen\"S\n" +
+	"output_len\x18\x10 \x01(\bR\toutputLen\x12!\n" +
+	"\fnatural_stop\x18\x11 \x01(\bR\vnaturalStop\"S\n" +
 	"\tUserModel\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
