@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetbench/fleetbench/pkg/kubetest"
-	"github.com/fleetbench/fleetbench/pkg/sim"
 )
 
 // TestRunScrapesPodsOnKubernetes: `run --scrape-pods` finds the serving
@@ -25,19 +24,7 @@ func TestRunScrapesPodsOnKubernetes(t *testing.T) {
 	cs := kubetest.Client(t, restCfg)
 	t.Setenv("KUBECONFIG", os.Getenv(kubetest.EnvKubeconfig))
 
-	cfg, err := sim.ProfileConfig(sim.DefaultProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen, cfg.Model, cfg.TimeScale = "127.0.0.1:0", "sim-model", 20
-	s, err := sim.New(cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := startSim(t)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL(), "http://"))
 
 	// Two serving pods, one of them not ready; no scheduler or kubelet

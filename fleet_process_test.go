@@ -294,19 +294,7 @@ func TestProcessesCoordinatorWithoutModel(t *testing.T) {
 // the default key variable set: the run measures, and the agents' status
 // carries the warning.
 func TestProcessesNoKeyNeeded(t *testing.T) {
-	cfg, err := sim.ProfileConfig(sim.DefaultProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen, cfg.Model, cfg.TimeScale = "127.0.0.1:0", "sim-model", 20
-	s, err := sim.New(cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := startSim(t)
 	addr := freeAddr(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -377,4 +365,24 @@ func TestNoZeroRequestStageExitsZero(t *testing.T) {
 	code, stdout, stderr = runCommand(ctx, append([]string{"--log-level", "error", "sweep", "--modes", "a", "--switch", "none",
 		"--ready-skip", "--snapshots", "1", "--cooldown", "0s", "--out", t.TempDir()}, common...)...)
 	check("sweep", code, stdout, stderr)
+}
+
+// startSim starts the default simulator profile on loopback at time scale
+// 20, serving model "sim-model"; it is closed when the test ends.
+func startSim(t *testing.T) *sim.Sim {
+	t.Helper()
+	cfg, err := sim.ProfileConfig(sim.DefaultProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen, cfg.Model, cfg.TimeScale = "127.0.0.1:0", "sim-model", 20
+	s, err := sim.New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
