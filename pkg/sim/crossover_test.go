@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,9 +24,16 @@ import (
 // documents, answers of 200 tokens instead of ~830 to keep the test short
 // (~7 s at time scale 20). Below the capacity, at 32 sessions, kv's p95 is
 // ~20-40% under round robin's; at 64 it is 1.5-10x above it. TTFTs are the
-// engines' simulated ones, so host load does not decide the outcome; the
-// routers' requests in flight per worker are sampled to show the bursts.
+// engines' simulated ones; the arrivals, though, follow the wall clock, so
+// a host busy with other tests bunches them (round robin's p95 then passed
+// a second in one run of the race-detected suite). Like the calibration, it
+// runs only alone: `make test` runs it after the suite with
+// FLEETBENCH_CALIBRATE=short. The routers' requests in flight per worker
+// are sampled to show the bursts.
 func TestKVStickinessCrossover(t *testing.T) {
+	if os.Getenv("FLEETBENCH_CALIBRATE") == "" {
+		t.Skip("runs alone: set FLEETBENCH_CALIBRATE=short (make test runs it after the suite)")
+	}
 	const batch = 16
 	wl := newDocChat(10, 3000)
 	wl.maxTokens = 200
