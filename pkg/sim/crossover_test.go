@@ -26,13 +26,14 @@ import (
 // ~20-40% under round robin's; at 64 it is 1.5-10x above it. TTFTs are the
 // engines' simulated ones; the arrivals, though, follow the wall clock, so
 // a host busy with other tests bunches them (round robin's p95 then passed
-// a second in one run of the race-detected suite). Like the calibration, it
-// runs only alone: `make test` runs it after the suite with
-// FLEETBENCH_CALIBRATE=short. The routers' requests in flight per worker
-// are sampled to show the bursts.
+// a second in one run of the race-detected suite), and even alone kv's p95
+// at 32 sessions once came out at 316 ms. It is not stable enough to gate
+// `make test`: it runs only with FLEETBENCH_CROSSOVER=1 (docs/simulator.md,
+// Known gaps). The routers' requests in flight per worker are sampled to
+// show the bursts.
 func TestKVStickinessCrossover(t *testing.T) {
-	if os.Getenv("FLEETBENCH_CALIBRATE") == "" {
-		t.Skip("runs alone: set FLEETBENCH_CALIBRATE=short (make test runs it after the suite)")
+	if os.Getenv("FLEETBENCH_CROSSOVER") != "1" {
+		t.Skip("not stable yet: set FLEETBENCH_CROSSOVER=1 to run it (docs/simulator.md, Known gaps)")
 	}
 	const batch = 16
 	wl := newDocChat(10, 3000)
