@@ -151,6 +151,9 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	if cfg.Spec.Target == "" {
 		return cfg, fmt.Errorf("--target is required: the agents need a server to load")
 	}
+	if err := client.CheckWorkerHeader(cfg.Spec.WorkerHeader); err != nil {
+		return cfg, fmt.Errorf("--worker-header: %w", err)
+	}
 	if err := client.CheckBaseURL(cfg.Spec.Target); err != nil {
 		return cfg, fmt.Errorf("--target: %w", err)
 	}

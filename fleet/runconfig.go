@@ -111,6 +111,9 @@ func (c RunConfig) Validate() error {
 	if c.OutDir == "" {
 		bad("--out DIR is required")
 	}
+	if err := client.CheckWorkerHeader(c.Client.WorkerHeader); err != nil {
+		bad("--worker-header: " + err.Error())
+	}
 	if c.Client.BaseURL != "" {
 		if err := client.CheckBaseURL(c.Client.BaseURL); err != nil {
 			bad("--target: " + err.Error())

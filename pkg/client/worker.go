@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,4 +36,13 @@ func workerFrom(h http.Header, names []string) string {
 		}
 	}
 	return ""
+}
+
+// CheckWorkerHeader reports a --worker-header that is not a valid HTTP
+// header name ("" is valid: the defaults alone).
+func CheckWorkerHeader(name string) error {
+	if name != "" && !validHeaderName(name) {
+		return fmt.Errorf("worker header %q is not a valid HTTP header name", name)
+	}
+	return nil
 }

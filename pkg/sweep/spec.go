@@ -336,6 +336,9 @@ func (s *Spec) Validate() error {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf(format, args...))
 	}
+	if err := client.CheckWorkerHeader(s.WorkerHeader); err != nil {
+		add("%v", err)
+	}
 	slo, err := result.ParseSLO(s.Goodput)
 	if err != nil {
 		add("%v", err)
