@@ -29,9 +29,16 @@ func newMetricsRegistry(addr string) *prometheus.Registry {
 	return reg
 }
 
-// serveMetrics serves reg's /metrics on addr until stop is called (a
-// no-op server when reg is nil). It returns the address it listens on.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger hclog.Logger) (bound string, stop func(), err error) {
+// route is one more handler on the metrics port.
+type route struct {
+	path    string
+	handler http.Handler
+}
+
+// serveMetrics serves reg's /metrics, and routes, on addr until stop is
+// called (a no-op server when reg is nil). It returns the address it
+// listens on.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger hclog.Logger, routes ...route) (bound string, stop func(), err error) {
 	if reg == nil {
 		return "", func() {}, nil
 	}
@@ -42,6 +49,9 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	for _, r := range routes {
+		mux.Handle(r.path, r.handler)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() {

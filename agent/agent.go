@@ -659,4 +659,8 @@ func (l *loop) shutdown() {
 	if l.link != nil {
 		l.link.closeSend(5 * time.Second)
 	}
+	// What this process reported, for an operator (or a test) to compare
+	// with the coordinator's applied count: unacked reports are lost
+	// unless the coordinator saw them before it went away.
+	l.logger.Info("agent done", "reports_sent", l.seq, "reports_unacked", len(l.pending))
 }
