@@ -721,3 +721,44 @@ func TestE2EAgentOOMKilled(t *testing.T) {
 	}
 	t.Logf("exit %d after %s: %s", code, took.Round(time.Second), last)
 }
+
+// TestE2EAgentImageMissing names an agent image the node does not have and
+// cannot pull (no registry answers): the run must end within a bounded
+// time with one line naming the image and what to check, and delete the
+// agents' Job.
+func TestE2EAgentImageMissing(t *testing.T) {
+	restCfg, node := kubetest.Real(t)
+	ns := kubetest.Namespace(t, restCfg)
+	cs := kubetest.Client(t, restCfg)
+	s := startSim(t)
+	missing := node
+	// A registry on a closed loopback port: the pull fails here, no
+	// lookup leaves the machine.
+	missing.Image = "127.0.0.1:1/fleetbench:missing"
+	start := time.Now()
+	coord := startProc(t, t.Context(), "coordinator", "", nil, map[string]string{"KUBECONFIG": os.Getenv(kubetest.EnvKubeconfig)},
+		e2eCoordinatorArgs(ns, missing, freePorts(t, 1)[0], s.URL(), t.TempDir(), "--agents", "1", "--concurrency", "4",
+			"--duration", "10s")...)
+	code := coord.wait(t, 3*time.Minute)
+	took := time.Since(start)
+	if code == exitOK {
+		t.Fatalf("coordinator exit 0 with an agent image that cannot be pulled\n%s", coord)
+	}
+	if took > 2*time.Minute {
+		t.Errorf("a missing image ended the run after %s, want well under 2 minutes", took.Round(time.Second))
+	}
+	stderr := strings.TrimSpace(coord.errb.String())
+	last := stderr[strings.LastIndex(stderr, "\n")+1:]
+	for _, want := range []string{"image", missing.Image} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the final error line %q does not name %q", last, want)
+		}
+	}
+	if err := kubetest.Poll(t.Context(), func(ctx context.Context) (bool, error) {
+		jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(jobs.Items) == 0, err
+	}); err != nil {
+		t.Errorf("the agents' Job remains: %v", err)
+	}
+	t.Logf("exit %d after %s: %s", code, took.Round(time.Second), last)
+}

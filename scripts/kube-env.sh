@@ -177,6 +177,12 @@ start_node() {
 	for s in "${NODE_SYSCTLS[@]}"; do
 		echo "$s=$(sysctl -n "$s")"
 	done >"$node/sysctls"
+	# Host paths the kubelet writes whatever its --root-dir: those that do
+	# not exist yet are removed at stop.
+	local d
+	for d in "${NODE_HOST_DIRS[@]}"; do
+		[[ -e $d ]] || echo "$d"
+	done >"$node/host-dirs"
 	local kports
 	mapfile -t kports < <("$helper" ports 2)
 	local kubelet_port=${kports[0]} healthz_port=${kports[1]}
@@ -290,7 +296,7 @@ node_mounts() {
 # /kubepods cgroups, the bridge, the sysctls.
 stop_node() {
 	[[ -f $DIR/real-node ]] || return 0
-	local pid
+	local pid d
 	if pid=$(pid_of kubelet); then
 		kill -TERM "$pid" 2>/dev/null || true
 		wait_gone "$pid"
@@ -319,6 +325,15 @@ stop_node() {
 	done
 	ip link del fbkube0 2>/dev/null || true
 	ip addr del "$NODE_IP/32" dev lo 2>/dev/null || true
+	# The kubelet's links to this node's pod logs, its device-plugin
+	# socket, and the host directories it created.
+	find /var/log/containers -maxdepth 1 -type l -lname "$DIR/node/*" -delete 2>/dev/null || true
+	rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+	if [[ -f $DIR/node/host-dirs ]]; then
+		while read -r d; do
+			[[ -n $d ]] && rm -rf "$d"
+		done <"$DIR/node/host-dirs"
+	fi
 	if [[ -f $DIR/node/sysctls ]]; then
 		local kv
 		while read -r kv; do
@@ -377,6 +392,8 @@ NODE_SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory)
 # IP, and the apiserver dials the kubelet there (logs, exec, port-forward).
 # An address on lo is reachable from this machine only.
 NODE_IP=10.88.76.1
+# NODE_HOST_DIRS are written by the kubelet outside its root directory.
+NODE_HOST_DIRS=(/var/lib/kubelet /var/log/containers)
 # NODE_OWNER names the state directory of the machine's one real node.
 NODE_OWNER=/run/fleetbench-kube-real-node
 
