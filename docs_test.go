@@ -79,6 +79,7 @@ func docCommands(t *testing.T, file string) []docCommand {
 // user would type it: run, sweep and coordinator with --dry-run (every
 // flag parsed and the whole configuration validated, nothing started),
 // report for real on sweep outputs, the long-running servers (sim, agent)
+// and the cluster commands (probe, fetch)
 // with -h (their flags parsed). Each must exit 0.
 func TestDocCommandsRun(t *testing.T) {
 	root, err := os.Getwd()
@@ -102,7 +103,7 @@ func TestDocCommandsRun(t *testing.T) {
 			if !contains(args, "--dry-run") {
 				args = append(args, "--dry-run")
 			}
-		case "sim", "agent", "probe":
+		case "sim", "agent", "probe", "fetch":
 			args = append(args, "-h")
 		}
 		name := filepath.Base(dc.file) + ":" + strconv.Itoa(dc.line)

@@ -121,7 +121,10 @@ func renderSimExample(t *testing.T, ns string, node kubetest.RealNode, apiServer
 		"--token-file", "/var/run/fleetbench/token/token", "--token-secret", "fleetbench-agent-token/token",
 		"--coordinator-service", grpc, "--agent-host-network",
 		"--node-selector", kubetest.RealNodeLabel + "=true", "--toleration", kubetest.RealNodeLabel + ":NoSchedule",
-		"--agent-pull-policy", "IfNotPresent", "--agent-cpu", "300m", "--agent-memory", "1Gi", "--linger", "10m"}
+		"--agent-pull-policy", "IfNotPresent", "--agent-cpu", "300m", "--agent-memory", "1Gi", "--linger", "10m",
+		// The node is this 2-core machine, shared with the simulator and
+		// the control plane: the test checks what happens, not latency.
+		"--agent-overcommit"}
 	argsJSON, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
@@ -587,7 +590,7 @@ func e2eCoordinatorArgs(ns string, node kubetest.RealNode, grpc int, target, out
 	return append([]string{"coordinator", "--listen", addr, "--coordinator-service", addr,
 		"--kube-agents", "--kube-namespace", ns, "--agent-image", node.Image, "--agent-pull-policy", "IfNotPresent",
 		"--agent-host-network", "--node-selector", kubetest.RealNodeLabel + "=true", "--toleration", kubetest.RealNodeLabel + ":NoSchedule",
-		"--token-secret", "", "--agent-retries", "0", "--agent-cpu", "300m",
+		"--token-secret", "", "--agent-retries", "0", "--agent-cpu", "300m", "--agent-overcommit",
 		"--target", target, "--model", "sim-model", "--api-key-env", "", "--prompt-tokens", "500", "--max-tokens", "32",
 		"--out", out}, extra...)
 }

@@ -193,12 +193,19 @@ func ownImage(ctx context.Context, cs kubernetes.Interface) (string, error) {
 func RESTConfig(ns string) (*rest.Config, string, error) { return clientConfig(ns) }
 
 // clientConfig returns the API server config, from $KUBECONFIG when set,
-// else the in-cluster config, and the namespace to use: ns, else
-// $POD_NAMESPACE, the pod's own, the kubeconfig context's, or "default".
+// else the in-cluster config in a pod, else ~/.kube/config as kubectl
+// reads it, and the namespace to use: ns, else $POD_NAMESPACE, the pod's
+// own, the kubeconfig context's, or "default".
 func clientConfig(ns string) (*rest.Config, string, error) {
 	var cfg *rest.Config
 	kubeNS := ""
-	if path := os.Getenv("KUBECONFIG"); path != "" {
+	path := os.Getenv("KUBECONFIG")
+	if path == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		if _, err := os.Stat(clientcmd.RecommendedHomeFile); err == nil {
+			path = clientcmd.RecommendedHomeFile
+		}
+	}
+	if path != "" {
 		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 			&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{})
 		var err error
@@ -209,7 +216,7 @@ func clientConfig(ns string) (*rest.Config, string, error) {
 	} else {
 		var err error
 		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, "", fmt.Errorf("load in-cluster config (outside a cluster, set KUBECONFIG): %w", err)
+			return nil, "", fmt.Errorf("load in-cluster config (outside a cluster, set KUBECONFIG or write ~/.kube/config): %w", err)
 		}
 	}
 	// client-go's defaults (5 QPS) would delay the Job, watches and

@@ -2,6 +2,7 @@ package kubejob
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -50,6 +51,9 @@ type Options struct {
 	PortRange string
 	// HostNetwork runs the agents in the node's network namespace.
 	HostNetwork bool
+	// Overcommit skips the check that each agent's share of the largest
+	// level fits its CPU request (SessionsPerCore).
+	Overcommit bool
 	// TokenSecret is the agent token's Secret "name[/key]"; empty: none.
 	TokenSecret string
 	// TokenAsEnv gives agents the token as $FLEETBENCH_TOKEN, not a file.
@@ -89,8 +93,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PullPolicy, "agent-pull-policy", "", "agent image pull policy: Always, IfNotPresent or Never")
 	fs.StringArrayVar(&o.PullSecrets, "agent-pull-secret", nil, "image pull Secret for the agent image (repeatable)")
 	fs.IntVar(&o.Capacity, "agent-capacity", 0, "sessions per agent; with --kube-agents, agents = ceil(largest level / capacity)")
-	fs.StringVar(&o.CPU, "agent-cpu", "", "CPU each agent requests (e.g. 2)")
-	fs.StringVar(&o.Memory, "agent-memory", "", "memory each agent requests and is limited to (e.g. 1Gi)")
+	fs.StringVar(&o.CPU, "agent-cpu", DefaultAgentCPU, "CPU each agent requests; it sizes the agents: "+strconv.Itoa(SessionsPerCore)+" sessions per core (\"\": none, a BestEffort pod)")
+	fs.StringVar(&o.Memory, "agent-memory", DefaultAgentMemory, "memory each agent requests and is limited to (\"\": none)")
+	fs.BoolVar(&o.Overcommit, "agent-overcommit", false, "run agents whose share of the largest level exceeds what their --agent-cpu serves")
 	fs.StringArrayVar(&o.NodeSelector, "node-selector", nil, "agent node selector k=v[,k=v] (repeatable)")
 	fs.StringArrayVar(&o.Tolerations, "toleration", nil, "agent toleration key[=value][:effect] (repeatable)")
 	fs.StringVar(&o.Spread, "agent-spread", string(corev1.ScheduleAnyway), "spread agents over nodes: ScheduleAnyway, DoNotSchedule or None")
@@ -181,5 +186,46 @@ func (o Options) Config(namespace string, maxLevel int) (Config, error) {
 		}
 		cfg.Tolerations = append(cfg.Tolerations, tol)
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if !o.Overcommit && o.Capacity == 0 {
+		if err := checkShare(cfg.AgentCount(), maxLevel, cfg.Resources); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// Agent sizing, measured by `make bench` (BenchmarkClosedLoop,
+// cores/1k-streams and MiB/1k-streams) on a 2-core machine: one agent
+// streaming 1,000 sessions of 20 tokens/s each used 0.23-0.37 cores and
+// 28-32 MiB. SessionsPerCore leaves room for twice that token rate and for
+// document chats' longer histories; DefaultAgentCPU and
+// DefaultAgentMemory make agents Burstable pods sized for
+// SessionsPerCore sessions. deploy/README.md has the sizing table.
+const (
+	SessionsPerCore    = 1500
+	DefaultAgentCPU    = "1"
+	DefaultAgentMemory = "1Gi"
+)
+
+// checkShare refuses a plan that gives each of agents more sessions than
+// its CPU request serves (SessionsPerCore per core): an overloaded agent
+// inflates the latencies it measures. No CPU request (BestEffort): no
+// check.
+func checkShare(agents, maxLevel int, res corev1.ResourceRequirements) error {
+	cpu, ok := res.Requests[corev1.ResourceCPU]
+	if !ok || agents <= 0 || maxLevel <= 0 {
+		return nil
+	}
+	capacity := int(float64(cpu.MilliValue()) / 1000 * SessionsPerCore)
+	share := (maxLevel + agents - 1) / agents
+	if share <= capacity {
+		return nil
+	}
+	need := (maxLevel + capacity - 1) / max(capacity, 1)
+	return fmt.Errorf("each of %d agents would run %d sessions (largest level %d), more than the %d that --agent-cpu %s serves "+
+		"(%d per core, measured by make bench): use --agents %d, or more --agent-cpu, or --agent-overcommit to run anyway",
+		agents, share, maxLevel, capacity, cpu.String(), SessionsPerCore, need)
 }

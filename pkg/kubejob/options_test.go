@@ -42,7 +42,7 @@ func TestAddFlags(t *testing.T) {
 		}
 	})
 	want := []string{"agent-api-key-env", "agent-arg", "agent-capacity", "agent-cpu", "agent-host-network", "agent-image", "agent-memory",
-		"agent-mount", "agent-port-range", "agent-pull-policy", "agent-pull-secret", "agent-retries", "agent-secret-env",
+		"agent-mount", "agent-overcommit", "agent-port-range", "agent-pull-policy", "agent-pull-secret", "agent-retries", "agent-secret-env",
 		"agent-spread", "api-key-secret", "coordinator-service", "kube-agents", "kube-namespace", "node-selector",
 		"pending-timeout", "token-secret", "token-secret-env", "toleration"}
 	if !slices.Equal(names, want) {
@@ -150,5 +150,34 @@ func TestOptionsConfigErrors(t *testing.T) {
 				t.Errorf("Config with %q: error %v, want one naming %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOptionsAgentShare: agents are Burstable by default (1 CPU, 1Gi), and
+// a plan that gives each more sessions than its CPU serves is refused with
+// the agent count that would fit, unless the user sized the agents
+// (--agent-capacity) or overcommits on purpose.
+func TestOptionsAgentShare(t *testing.T) {
+	base := []string{"--kube-agents", "--agent-image", "fleetbench:dev"}
+	cfg, err := parseOptions(t, append(base, "--agents", "2")...).Config("bench", 3000)
+	if err != nil {
+		t.Fatalf("1,500 sessions per 1-CPU agent: %v", err)
+	}
+	if cpu := cfg.Resources.Requests.Cpu().String(); cpu != DefaultAgentCPU || cfg.Resources.Limits.Memory().String() != DefaultAgentMemory {
+		t.Errorf("default resources %v, want a %s CPU request and a %s memory limit", cfg.Resources, DefaultAgentCPU, DefaultAgentMemory)
+	}
+	_, err = parseOptions(t, append(base, "--agents", "2")...).Config("bench", 8000)
+	if err == nil || !strings.Contains(err.Error(), "each of 2 agents would run 4000 sessions") || !strings.Contains(err.Error(), "--agents 6") {
+		t.Errorf("4,000 sessions per 1-CPU agent: %v, want a refusal suggesting --agents 6", err)
+	}
+	for _, extra := range [][]string{
+		{"--agent-cpu", "3"},         // 4,500 per agent
+		{"--agent-overcommit"},       // on purpose
+		{"--agent-capacity", "4000"}, // the user's own sizing
+		{"--agent-cpu", ""},          // BestEffort: nothing to size by
+	} {
+		if _, err := parseOptions(t, append(append(base, "--agents", "2"), extra...)...).Config("bench", 8000); err != nil {
+			t.Errorf("%v: %v", extra, err)
+		}
 	}
 }
