@@ -474,6 +474,12 @@ func (l *loop) onBuilt(ctx context.Context, b built) {
 	}
 	l.eng.epoch = b.asg.Epoch
 	l.logger.Info("stage ready", "stage", b.asg.Stage, "concurrency", b.asg.Concurrency, "index", b.asg.Index, "members", len(b.asg.Members))
+	if err := load.CheckFileLimit(b.asg.Concurrency); err != nil {
+		// A warning, not a failure: the sessions that get a descriptor
+		// run, and the coordinator says why the others fail.
+		l.logger.Warn("open-file limit too low for this agent's sessions", "error", err)
+		l.tell(Problem{Step: StepBuild, Stage: b.asg.Stage, Epoch: b.asg.Epoch, Class: ClassEngine, Message: err.Error()})
+	}
 	if l.link != nil {
 		l.link.send(ready{Epoch: b.asg.Epoch})
 	}

@@ -226,7 +226,11 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if c.SingleTurn {
 		opts = append(opts, load.WithSingleTurn())
 	}
-	eng, err := load.New(c.engineConfig(), src, cl, rec, logger, opts...)
+	ecfg := c.engineConfig()
+	if err := load.CheckFileLimit(ecfg.Concurrency); err != nil {
+		logger.Warn("open-file limit too low for the sessions", "error", err)
+	}
+	eng, err := load.New(ecfg, src, cl, rec, logger, opts...)
 	if err != nil {
 		return nil, err
 	}
