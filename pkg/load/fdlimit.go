@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin
 
 package load
 
@@ -27,7 +27,7 @@ func RaiseFileLimit() (soft, hard uint64, err error) {
 			return rl.Cur, rl.Max, fmt.Errorf("raise open-file limit to %d: %w", rl.Max, err)
 		}
 	}
-	return uint64(rl.Cur), uint64(rl.Max), nil
+	return rl.Cur, rl.Max, nil
 }
 
 // CheckFileLimit says, in one line, when this process cannot open a

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin
 
 package load
 
@@ -29,7 +29,7 @@ func TestCheckFileLimit(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig) })
 
 	soft, hard, err := RaiseFileLimit()
-	if err != nil || soft != hard || hard != uint64(orig.Max) {
+	if err != nil || soft != hard || hard != orig.Max {
 		t.Fatalf("RaiseFileLimit = %d, %d, %v; want soft raised to the hard limit %d", soft, hard, err, orig.Max)
 	}
 	if err := CheckFileLimit(100); err != nil {
