@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
 // TestMetricsOfARun runs two agents through one stage with a registry and
@@ -84,6 +85,36 @@ fleetbench_coordinator_late_requests_total 0
 	}
 	if windows := gatheredSum(t, reg, "fleetbench_coordinator_windows_closed_total"); int(windows) != len(res.Windows) {
 		t.Errorf("windows closed %v, want the run's %d windows", windows, len(res.Windows))
+	}
+	// The fleet-wide load: the measured phase's counters and histograms
+	// hold exactly what the stage's merged result holds.
+	measured := res.Stages[0].Measured
+	var requests, ttftCount float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["phase"] != "measure" || labels["mode"] != "kv" || labels["level"] != "4" {
+				continue
+			}
+			switch mf.GetName() {
+			case "fleetbench_requests_total":
+				requests += m.GetCounter().GetValue()
+			case "fleetbench_ttft_seconds":
+				ttftCount += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	if want := measured.Counters.Requests + measured.Counters.Failed; requests != float64(want) || want == 0 {
+		t.Errorf("fleetbench_requests_total{phase=measure} = %v, want the stage's %d", requests, want)
+	}
+	if want := measured.Hist[record.TTFT].Count(); ttftCount != float64(want) {
+		t.Errorf("fleetbench_ttft_seconds{phase=measure} count %v, want the stage's %d", ttftCount, want)
+	}
+	if n, err := testutil.GatherAndCount(reg, "fleetbench_stage_info"); err != nil || n != 0 {
+		t.Errorf("stage info series after the run: %d, %v", n, err)
 	}
 }
 

@@ -46,6 +46,17 @@ func nativeKey(v float64) int {
 	return sort.SearchFloat64s(nativeBounds, frac) + (exp-1)*len(nativeBounds)
 }
 
+// nativeUpper returns the upper bound of native bucket k: the largest
+// value nativeKey maps to k.
+func nativeUpper(k int) float64 {
+	n := len(nativeBounds)
+	j, e := k%n, k/n
+	if j < 0 {
+		j, e = j+n, e-1
+	}
+	return math.Ldexp(nativeBounds[j], e+1)
+}
+
 // HistogramOpts describe a Histogram.
 type HistogramOpts struct {
 	// Name and Help are the metric's.
@@ -146,6 +157,11 @@ func (v *Histogram) Add(h *hdr.Histogram, labelValues ...string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s := v.get(labelValues)
+	// Buckets come in increasing order: the classic bucket and the native
+	// one only move up, and a native bucket spans about ninety HDR
+	// buckets, so each is found by a step or two, not a search.
+	ci, key, upper := 0, 0, -1.0
+	var run uint64 // values of native bucket key not yet added
 	h.Buckets(func(b hdr.Bucket) {
 		n := uint64(b.Count)
 		s.count += n
@@ -157,9 +173,22 @@ func (v *Histogram) Add(h *hdr.Histogram, labelValues ...string) {
 		}
 		sec := (float64(b.Lowest) + float64(b.Width)/2) / 1e6
 		s.sum += sec * float64(b.Count)
-		s.classic[sort.SearchFloat64s(v.bounds, sec)] += n
-		s.addNative(nativeKey(sec), n)
+		for ci < len(v.bounds) && v.bounds[ci] < sec {
+			ci++
+		}
+		s.classic[ci] += n
+		if sec > upper {
+			if run > 0 {
+				s.addNative(key, run)
+			}
+			key, run = nativeKey(sec), 0
+			upper = nativeUpper(key)
+		}
+		run += n
 	})
+	if run > 0 {
+		s.addNative(key, run)
+	}
 }
 
 // addNative adds n to native bucket k, growing the slice as needed.

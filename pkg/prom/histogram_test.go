@@ -141,13 +141,16 @@ func TestHistogramTouchAndLabels(t *testing.T) {
 
 // TestNativeKeyBounds: bucket k holds (2^((k-1)/8), 2^(k/8)].
 func TestNativeKeyBounds(t *testing.T) {
-	for k := -170; k <= 80; k += 7 {
+	for k := -170; k <= 80; k++ {
 		upper := math.Exp2(float64(k) / 8)
 		if got := nativeKey(upper); got != k {
 			t.Errorf("key of %g = %d, want %d", upper, got, k)
 		}
 		if got := nativeKey(math.Nextafter(upper, math.Inf(1))); got != k+1 {
 			t.Errorf("key just above %g = %d, want %d", upper, got, k+1)
+		}
+		if got := nativeUpper(k); nativeKey(got) != k || nativeKey(math.Nextafter(got, math.Inf(1))) != k+1 {
+			t.Errorf("nativeUpper(%d) = %g, not the top of bucket %d", k, got, k)
 		}
 	}
 }
