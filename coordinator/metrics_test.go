@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
@@ -25,6 +27,10 @@ func TestMetricsOfARun(t *testing.T) {
 		agents:  2,
 		builder: scriptedBuilder(2, 0),
 		opts:    []coordinator.Option{coordinator.WithRegisterer(reg)},
+		// Each agent's health goes to the same registry under its id.
+		agentOpts: func(i int) []agent.Option {
+			return []agent.Option{agent.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"agent": fmt.Sprintf("agent-%d", i)}, reg))}
+		},
 		cfg: coordinator.Config{Stages: []coordinator.Stage{{
 			Level: 4, Mode: "kv", Duration: 5 * time.Minute, Conversations: 40,
 		}}},
@@ -115,6 +121,29 @@ fleetbench_coordinator_late_requests_total 0
 	}
 	if n, err := testutil.GatherAndCount(reg, "fleetbench_stage_info"); err != nil || n != 0 {
 		t.Errorf("stage info series after the run: %d, %v", n, err)
+	}
+	// The agents' own health: every applied report was sent, the lag
+	// histogram counts every request of both, and neither is connected
+	// once the run is over.
+	if sent := gatheredSum(t, reg, "fleetbench_agent_reports_sent_total"); sent < float64(reports) {
+		t.Errorf("agents sent %v reports, the coordinator applied %d", sent, reports)
+	}
+	if n, err := testutil.GatherAndCount(reg, "fleetbench_agent_reports_sent_total"); err != nil || n != 2 {
+		t.Errorf("reports sent series %d (%v), want one per agent", n, err)
+	}
+	if c := gatheredSum(t, reg, "fleetbench_agent_connected"); c != 0 {
+		t.Errorf("agents connected after the run: %v", c)
+	}
+	var lagCount uint64
+	for _, mf := range mfs {
+		if mf.GetName() == "fleetbench_agent_schedule_lag_seconds" {
+			for _, m := range mf.GetMetric() {
+				lagCount += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if lagCount == 0 {
+		t.Error("the agents' schedule lag histograms are empty")
 	}
 }
 
