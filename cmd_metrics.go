@@ -51,11 +51,13 @@ func checkMetricsListen(addr string) error {
 // serveMetrics serves reg's /metrics on addr until stop is called (a
 // no-op server when reg is nil). It returns the address it listens on.
 //
-// stop waits, before it shuts the server down, for a scraper to read the
-// final figures: when /metrics has been read at least twice, it waits for
-// one read that begins after stop was called, at most twice the interval
-// between the last two reads and metricsLinger, and not at all once ctx
-// is done (an interrupt). A short run then reaches Prometheus whole.
+// stop waits, before it shuts the server down, for the scrapers to read
+// the final figures: each scraper that has read /metrics regularly (at
+// least twice, the last time within twice its interval) must read once
+// more, beginning after stop was called; stop waits at most twice the
+// longest of their intervals and metricsLinger, and not at all once ctx
+// is done (an interrupt). A short run then reaches Prometheus whole, and
+// both servers of a Prometheus pair.
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger hclog.Logger) (bound string, stop func(), err error) {
 	if reg == nil {
 		return "", func() {}, nil
@@ -65,7 +67,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	if err != nil {
 		return "", nil, fmt.Errorf("listen for metrics: %w", err)
 	}
-	sc := &scrapes{done: make(chan time.Time, 16)}
+	sc := newScrapes()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", sc.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -90,40 +92,89 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	return lis.Addr().String(), stop, nil
 }
 
-// scrapes follows the reads of /metrics: when the last two began, and
-// (on done) the start of every read completed.
+// scrapes follows the reads of /metrics, by scraper (remote address: a
+// scraper keeps its connection, and a pair of Prometheus servers reads
+// through two).
 type scrapes struct {
-	mu         sync.Mutex
-	last, prev time.Time
-	done       chan time.Time
+	mu   sync.Mutex
+	by   map[string]*scraper
+	done chan struct{} // a read ended; capacity 1
+}
+
+// scraper is one scraper's reads: when the last two began, and when the
+// last one to end began.
+type scraper struct {
+	last, prev, served time.Time
+}
+
+// maxScrapers bounds the scrapers followed; the longest silent go first.
+const maxScrapers = 64
+
+func newScrapes() *scrapes {
+	return &scrapes{by: make(map[string]*scraper), done: make(chan struct{}, 1)}
 }
 
 func (s *scrapes) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		s.mu.Lock()
-		s.prev, s.last = s.last, start
+		sc := s.by[r.RemoteAddr]
+		if sc == nil {
+			if len(s.by) >= maxScrapers {
+				s.forgetOldest()
+			}
+			sc = &scraper{}
+			s.by[r.RemoteAddr] = sc
+		}
+		sc.prev, sc.last = sc.last, start
 		s.mu.Unlock()
 		h.ServeHTTP(w, r)
+		s.mu.Lock()
+		sc.served = start
+		s.mu.Unlock()
 		select {
-		case s.done <- start:
-		default: // nobody waits; older starts are of no use
+		case s.done <- struct{}{}:
+		default:
 		}
 	})
 }
 
-// waitLast waits for a read of /metrics that begins from now on, as
-// serveMetrics's stop says.
+// forgetOldest drops the scraper read longest ago; s.mu is held.
+func (s *scrapes) forgetOldest() {
+	var oldest string
+	for addr, sc := range s.by {
+		if oldest == "" || sc.last.Before(s.by[oldest].last) {
+			oldest = addr
+		}
+	}
+	delete(s.by, oldest)
+}
+
+// waitLast waits until every scraper that reads regularly (twice so far,
+// the last time within twice its interval) has read once more from now
+// on, as serveMetrics's stop says.
 func (s *scrapes) waitLast(ctx context.Context, logger hclog.Logger) {
-	s.mu.Lock()
-	last, prev := s.last, s.prev
-	s.mu.Unlock()
-	if prev.IsZero() || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return
 	}
-	bound := min(2*last.Sub(prev), metricsLinger)
 	from := time.Now()
-	logger.Info("waiting for a last scrape of the metrics", "at_most", bound.Round(time.Millisecond))
+	var waiting []*scraper
+	var bound time.Duration
+	s.mu.Lock()
+	for _, sc := range s.by {
+		iv := sc.last.Sub(sc.prev)
+		if sc.prev.IsZero() || from.Sub(sc.last) > 2*iv {
+			continue
+		}
+		waiting = append(waiting, sc)
+		bound = max(bound, 2*iv)
+	}
+	s.mu.Unlock()
+	if len(waiting) == 0 {
+		return
+	}
+	bound = min(bound, metricsLinger)
+	logger.Info("waiting for a last scrape of the metrics", "scrapers", len(waiting), "at_most", bound.Round(time.Millisecond))
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	for {
@@ -133,8 +184,14 @@ func (s *scrapes) waitLast(ctx context.Context, logger hclog.Logger) {
 		case <-t.C:
 			logger.Debug("no last scrape of the metrics", "waited", bound)
 			return
-		case start := <-s.done:
-			if !start.Before(from) {
+		case <-s.done:
+			s.mu.Lock()
+			all := true
+			for _, sc := range waiting {
+				all = all && !sc.served.Before(from)
+			}
+			s.mu.Unlock()
+			if all {
 				return
 			}
 		}

@@ -10,14 +10,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// readMetrics reads addr's /metrics once.
-func readMetrics(t *testing.T, addr string) {
+// readMetrics reads addr's /metrics once, as the default client's
+// scraper (one kept connection).
+func readMetrics(t *testing.T, addr string) { readMetricsWith(t, http.DefaultClient, addr) }
+
+// readMetricsWith reads addr's /metrics once with c.
+func readMetricsWith(t *testing.T, c *http.Client, addr string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,8 +30,9 @@ func readMetrics(t *testing.T, addr string) {
 }
 
 // TestMetricsStopWaitsForALastScrape: with a scraper reading /metrics
-// every 200 ms, stop returns after the next read, not before; without one
-// (fewer than two reads), or after an interrupt, it returns at once.
+// every 200 ms, stop returns after its next read, not before; with two, after
+// both have read; without one (fewer than two reads), or after an
+// interrupt, it returns at once.
 func TestMetricsStopWaitsForALastScrape(t *testing.T) {
 	logger := hclog.NewNullLogger()
 	serve := func(ctx context.Context) (string, func()) {
@@ -64,6 +69,30 @@ func TestMetricsStopWaitsForALastScrape(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("stop did not return after the last scrape")
+	}
+
+	// Two scrapers (a Prometheus pair): stop waits for both.
+	addr, stop = serve(t.Context())
+	other := &http.Client{Transport: &http.Transport{}}
+	for range 2 {
+		readMetrics(t, addr)
+		readMetricsWith(t, other, addr)
+		time.Sleep(200 * time.Millisecond)
+	}
+	go func() { stopped <- timed(stop) }()
+	time.Sleep(50 * time.Millisecond)
+	readMetrics(t, addr)
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case d := <-stopped:
+		t.Fatalf("stop returned after %v, before the second scraper's last read", d)
+	default:
+	}
+	readMetricsWith(t, other, addr)
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		t.Fatal("stop did not return after both scrapers' last reads")
 	}
 
 	addr, stop = serve(t.Context())
