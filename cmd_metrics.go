@@ -54,8 +54,9 @@ func checkMetricsListen(addr string) error {
 // stop waits, before it shuts the server down, for the scrapers to read
 // the final figures: each scraper that has read /metrics regularly (at
 // least twice, the last time within twice its interval) must read once
-// more, beginning after stop was called; stop waits at most twice the
-// longest of their intervals and metricsLinger, and not at all once ctx
+// more, beginning after stop was called; stop waits at most three times
+// the longest of their intervals plus a second (a busy scraper is late),
+// and metricsLinger, and not at all once ctx
 // is done (an interrupt). A short run then reaches Prometheus whole, and
 // both servers of a Prometheus pair.
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger hclog.Logger) (bound string, stop func(), err error) {
@@ -167,7 +168,7 @@ func (s *scrapes) waitLast(ctx context.Context, logger hclog.Logger) {
 			continue
 		}
 		waiting = append(waiting, sc)
-		bound = max(bound, 2*iv)
+		bound = max(bound, 3*iv+time.Second)
 	}
 	s.mu.Unlock()
 	if len(waiting) == 0 {

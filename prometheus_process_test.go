@@ -74,9 +74,10 @@ func TestPrometheusScrapesARun(t *testing.T) {
 	failed, _ := res["failed"].(float64)
 	outputTokens, _ := res["total_output_tokens"].(float64)
 	p95ms, _ := res["p95_ttft_ms"].(float64)
-	if completed < 200 || p95ms <= 0 {
-		t.Fatalf("result.json: %v completed, TTFT p95 %v ms; want a few hundred requests:\n%s", completed, p95ms, run)
+	if completed < 100 || p95ms <= 0 {
+		t.Fatalf("result.json: %v completed, TTFT p95 %v ms; want at least a hundred requests:\n%s", completed, p95ms, run)
 	}
+	t.Logf("result.json: %v completed, %v failed, TTFT p95 %.2f ms", completed, failed, p95ms)
 	p95 := p95ms / 1000
 	now := time.Now()
 	queries := dashboardQueries(t)
