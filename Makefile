@@ -28,7 +28,7 @@ PROTOC_GEN_GO_GRPC := $(TOOLS_BIN)/protoc-gen-go-grpc
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*?## "} /^[a-zA-Z_-]+:.*?## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*?## "} /^[a-zA-Z0-9_-]+:.*?## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build bin/fleetbench
@@ -37,21 +37,53 @@ build: ## build bin/fleetbench
 # The image's platforms; the binary is pure Go, so each is a cross build.
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 
+# Where make image writes the OCI layout.
+IMAGE_OUT ?= out/image
+
 .PHONY: image
 image: ## build the OCI image into out/image without Docker; IMAGE=registry/repo:tag also pushes it
 	@args=""; for p in $(IMAGE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o out/image-build/fleetbench-$$os-$$arch . ; \
 	  args="$$args --binary $$p=out/image-build/fleetbench-$$os-$$arch"; done; \
 	  $(GO) run ./deploy/image $$args --version '$(VERSION)' --revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
-	    --out out/image $(if $(IMAGE),--push '$(IMAGE)')
+	    --out $(IMAGE_OUT) $(if $(IMAGE),--push '$(IMAGE)')
+
+# The end-to-end tests' image: this tree, for this machine's platform only,
+# loaded into the real node's containerd under E2E_IMAGE (pods use
+# imagePullPolicy IfNotPresent: nothing is pulled).
+E2E_IMAGE ?= fleetbench.local/fleetbench:e2e
+
+.PHONY: e2e-image
+e2e-image:
+	@$(MAKE) --no-print-directory image IMAGE_PLATFORMS=linux/$$($(GO) env GOARCH) IMAGE_OUT=out/e2e-image IMAGE=
+
+# E2E_TESTS runs the end-to-end tests (deploy/examples/sim as a Job on the
+# real node, an agent pod killed, an agent OOM-killed) against the
+# environment in $$FLEETBENCH_KUBE_DIR; without the race detector, alone:
+# they load the machine.
+define E2E_TESTS
+FLEETBENCH_KUBE_DIR=$$dir scripts/kube-env.sh load-image out/e2e-image $(E2E_IMAGE); \
+  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_E2E_IMAGE=$(E2E_IMAGE) FLEETBENCH_REQUIRE_REAL_NODE=1 \
+    $(GO) test -count=1 -timeout 20m -run '^TestE2E' -v .
+endef
+
+.PHONY: e2e
+e2e: kube-build e2e-image ## run the end-to-end tests on a real node: image, deploy/ manifests, agents as pods (~4 min; root)
+	@dir=$$(mktemp -d -t fleetbench-e2e.XXXXXX); \
+	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
+	  scripts/kube-env.sh install-node; \
+	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
+	  $(E2E_TESTS)
 
 .PHONY: test
-test: lint check-generate kube-build prometheus ## run every check and test, Kubernetes ones on a real local control plane, Prometheus ones on a real Prometheus
+test: lint check-generate kube-build e2e-image prometheus ## run every check and test, Kubernetes ones on a real local control plane with a real node, Prometheus ones on a real Prometheus
 	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
 	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
-	  FLEETBENCH_KUBE_DIR=$$dir scripts/kube-env.sh start >/dev/null; \
+	  scripts/kube-env.sh install-node; \
+	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
 	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 \
-	    $(GO) test -race -count=1 -timeout 30m ./...
+	    $(GO) test -race -count=1 -timeout 30m ./...; \
+	  $(E2E_TESTS)
 	@# The simulator's calibration, short variant, alone: its latencies are
 	@# wall clock and must not share the CPU with the suite above.
 	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/calibrate/

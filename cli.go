@@ -88,7 +88,7 @@ func (c *cli) root() *cobra.Command {
 		_ = groupedUsage(cmd)
 	})
 	root.AddCommand(
-		c.runCmd(), c.sweepCmd(), c.reportCmd(), c.simCmd(), c.coordinatorCmd(), c.agentCmd(), c.probeCmd(),
+		c.runCmd(), c.sweepCmd(), c.reportCmd(), c.simCmd(), c.coordinatorCmd(), c.agentCmd(), c.probeCmd(), c.fetchCmd(),
 		&cobra.Command{
 			Use: "version", Short: "print the version", Args: noArgs,
 			RunE: func(*cobra.Command, []string) error {

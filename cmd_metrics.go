@@ -48,18 +48,25 @@ func checkMetricsListen(addr string) error {
 	return nil
 }
 
-// serveMetrics serves reg's /metrics on addr until stop is called (a
-// no-op server when reg is nil). It returns the address it listens on.
+// route is one more handler on the metrics port.
+type route struct {
+	path    string
+	handler http.Handler
+}
+
+// serveMetrics serves reg's /metrics, and routes, on addr until stop is
+// called (a no-op server when reg is nil). It returns the address it
+// listens on.
 //
 // stop waits, before it shuts the server down, for the scrapers to read
 // the final figures: each scraper that has read /metrics regularly (at
 // least twice, the last time within twice its interval) must read once
 // more, beginning after stop was called; stop waits at most three times
 // the longest of their intervals plus a second (a busy scraper is late),
-// and metricsLinger, and not at all once ctx
-// is done (an interrupt). A short run then reaches Prometheus whole, and
-// both servers of a Prometheus pair.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger hclog.Logger) (bound string, stop func(), err error) {
+// and metricsLinger, and not at all once ctx is done (an interrupt). A
+// short run then reaches Prometheus whole, and both servers of a
+// Prometheus pair.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger hclog.Logger, routes ...route) (bound string, stop func(), err error) {
 	if reg == nil {
 		return "", func() {}, nil
 	}
@@ -71,6 +78,9 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	sc := newScrapes()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", sc.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	for _, r := range routes {
+		mux.Handle(r.path, r.handler)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/pkg/bundle"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
@@ -23,6 +25,7 @@ import (
 type sweepOptions struct {
 	file, resume string
 	dryRun       bool
+	linger       time.Duration
 	kube         kubejob.Options
 }
 
@@ -53,6 +56,12 @@ func (c *cli) newSweep() (*cobra.Command, *sweepOptions) {
 			if err != nil {
 				return &usageError{err: err}
 			}
+			if o.linger < 0 {
+				return usagef("--linger must not be negative")
+			}
+			if o.linger > 0 && spec.Fleet.MetricsListen == "" {
+				return usagef("--linger serves the results on the metrics port: give --metrics-listen too")
+			}
 			return c.runSweep(cmd.Context(), o, spec)
 		},
 	}
@@ -60,7 +69,8 @@ func (c *cli) newSweep() (*cobra.Command, *sweepOptions) {
 	fs.StringVarP(&o.file, "file", "f", "", "sweep spec file (YAML); flags override it")
 	fs.StringVar(&o.resume, "resume", "", "continue the interrupted sweep in DIR (its spec is read from DIR/"+sweeprun.SpecFile+" unless -f is given)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated spec and the plan (switches, estimated duration), and exit")
-	flags.Group(fs, flags.GroupSweep, "file", "resume", "dry-run")
+	fs.DurationVar(&o.linger, "linger", 0, "after the sweep, keep serving its output directory on the metrics port ("+bundle.Path+", for `fleetbench fetch`) this long, or until stopped")
+	flags.Group(fs, flags.GroupSweep, "file", "resume", "dry-run", "linger")
 	sweep.RegisterFlags(fs)
 	addKubeFlags(fs, &o.kube)
 	flags.Record(fs)
@@ -193,13 +203,40 @@ func (c *cli) runSweep(ctx context.Context, o *sweepOptions, spec *sweep.Spec) e
 		}
 	}
 	reg := newMetricsRegistry(spec.Fleet.MetricsListen)
-	_, stopMetrics, err := serveMetrics(ctx, spec.Fleet.MetricsListen, reg, c.logger)
+	results := bundle.NewServer(spec.Output)
+	_, stopMetrics, err := serveMetrics(ctx, spec.Fleet.MetricsListen, reg, c.logger, route{bundle.Path, results})
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	return fleet.Sweep(ctx, c.logger, fleet.SweepConfig{
+	err = fleet.Sweep(ctx, c.logger, fleet.SweepConfig{
 		Spec: spec, Plan: plan, ID: id, Token: token, Kube: o.kube, Registerer: registerer(reg),
 		Version: version, Stdout: c.stdout, Stderr: c.stderr,
 	})
+	outcome := "ok"
+	if err != nil {
+		outcome = err.Error()
+	}
+	results.Finish(outcome)
+	if err != nil && o.linger > 0 && ctx.Err() == nil {
+		// Said now: the exit line comes only after the linger.
+		c.logger.Error("sweep failed", "error", err)
+	}
+	c.linger(ctx, o.linger, spec.Output)
+	return err
+}
+
+// linger keeps the process, and so its metrics port's results, up for d
+// after a sweep, or until ctx ends (the pod is stopped).
+func (c *cli) linger(ctx context.Context, d time.Duration, dir string) {
+	if d <= 0 || ctx.Err() != nil {
+		return
+	}
+	c.logger.Info("sweep ended; serving its output for fleetbench fetch", "dir", dir, "path", bundle.Path, "for", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -687,4 +687,8 @@ func (l *loop) shutdown() {
 		l.link.closeSend(5 * time.Second)
 	}
 	l.a.metrics.connected.Set(0)
+	// What this process reported, for an operator (or a test) to compare
+	// with the coordinator's applied count: unacked reports are lost
+	// unless the coordinator saw them before it went away.
+	l.logger.Info("agent done", "reports_sent", l.seq, "reports_unacked", len(l.pending))
 }

@@ -48,6 +48,11 @@ type SweepConfig struct {
 	Stdout, Stderr io.Writer
 }
 
+// StartWait is how long a sweep waits for its target to accept
+// connections before the preflight: in a cluster the model server is often
+// applied together with the benchmark and starts after it.
+const StartWait = 2 * time.Minute
+
 // Sweep runs cfg's plan on one fleet and renders its reports; on an error
 // or interrupt the results so far stay in the output directory and the
 // way to resume is printed.
@@ -62,6 +67,9 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 	// simulator is not checked.
 	keyRequired := false
 	if simCfg == nil && !spec.SkipPreflight {
+		if err := ready.WaitReachable(ctx, spec.ClientConfig(), StartWait, logger.Named("preflight")); err != nil {
+			return err
+		}
 		if err := ready.Preflight(ctx, spec.ClientConfig(), 0, logger.Named("preflight")); err != nil {
 			return err
 		}

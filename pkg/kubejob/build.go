@@ -119,7 +119,11 @@ func podSpec(cfg Config, selector map[string]string) corev1.PodSpec {
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 		}},
 	}
-	if cfg.PortRange != "-" {
+	if cfg.HostNetwork {
+		// A namespaced sysctl is refused in the host's namespace.
+		spec.HostNetwork = true
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	} else if cfg.PortRange != "-" {
 		// ip_local_port_range is a namespaced, safe sysctl: allowed by the
 		// kubelet and the baseline Pod Security level without opt-in.
 		spec.SecurityContext.Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: cfg.PortRange}}

@@ -184,6 +184,15 @@ func TestBuildVariants(t *testing.T) {
 				t.Errorf("sysctls %v, want none", s)
 			}
 		}},
+		{"host network", func(c *Config) { c.HostNetwork = true }, func(t *testing.T, j *batchv1.Job) {
+			spec := j.Spec.Template.Spec
+			if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+				t.Errorf("hostNetwork %t, dnsPolicy %q; want true, ClusterFirstWithHostNet", spec.HostNetwork, spec.DNSPolicy)
+			}
+			if s := spec.SecurityContext.Sysctls; len(s) != 0 {
+				t.Errorf("sysctls %v with host network, want none (the kubelet refuses them)", s)
+			}
+		}},
 		{"backoff 0 and no TTL", func(c *Config) { c.BackoffLimitPerIndex, c.TTLAfterFinished = new(int32(0)), -1 }, func(t *testing.T, j *batchv1.Job) {
 			if *j.Spec.BackoffLimitPerIndex != 0 || j.Spec.TTLSecondsAfterFinished != nil {
 				t.Errorf("backoff per index %d, ttl %v; want 0, nil", *j.Spec.BackoffLimitPerIndex, j.Spec.TTLSecondsAfterFinished)

@@ -143,7 +143,13 @@ type Config struct {
 	Spread corev1.UnsatisfiableConstraintAction
 	// PortRange is the net.ipv4.ip_local_port_range sysctl ("low high",
 	// default DefaultPortRange); "-" leaves the node's setting alone.
+	// Ignored with HostNetwork: the host's namespace is the node's.
 	PortRange string
+	// HostNetwork runs the agents in the node's network namespace, for a
+	// coordinator and target reachable on the node's loopback (a one-node
+	// test cluster) or a CNI that limits pod throughput. Agents then share
+	// the node's ephemeral ports.
+	HostNetwork bool
 
 	// CoordinatorAddr is the coordinator Service's host:port; required.
 	CoordinatorAddr string

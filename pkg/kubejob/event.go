@@ -133,11 +133,13 @@ func classify(p *corev1.Pod) (kind Kind, reason, message string, fatal bool) {
 				continue
 			}
 			msg := "exit code " + strconv.Itoa(int(t.ExitCode))
+			if t.Reason == "OOMKilled" {
+				// The kernel killed it: any message is the kubelet's
+				// fallback to the log's tail, which says nothing of why.
+				return KindOOMKilled, t.Reason, msg, false
+			}
 			if t.Message != "" {
 				msg += ": " + strings.TrimSpace(t.Message)
-			}
-			if t.Reason == "OOMKilled" {
-				return KindOOMKilled, t.Reason, msg, false
 			}
 			if t.ExitCode != 0 {
 				return KindFailed, t.Reason, msg, false

@@ -1,6 +1,7 @@
 package kubejob
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,30 @@ func TestTrackerJob(t *testing.T) {
 	tr = newTracker("agents", time.Second, time.Unix(0, 0))
 	if evs := tr.jobGone(); len(evs) != 1 || !evs[0].Fatal || evs[0].Kind != KindDeleted {
 		t.Errorf("deleted by someone else: events %+v", evs)
+	}
+}
+
+// TestJobFailureNamesTheAgentFailure: the Job's own failure ("Job has
+// failed indexes") is reported with the last agent pod's failure, so the
+// one error line a user sees says why (here: out of memory).
+func TestJobFailureNamesTheAgentFailure(t *testing.T) {
+	tr := newTracker("agents", time.Second, time.Unix(0, 0))
+	oom := terminated("OOMKilled", 137)
+	oom.ContainerStatuses[0].State.Terminated.Message = `{"@message":"connected to coordinator"}`
+	evs := tr.pod(pod("a", "0", oom), time.Unix(1, 0))
+	if len(evs) != 1 || evs[0].Kind != KindOOMKilled || evs[0].Message != "exit code 137" {
+		t.Fatalf("OOM-killed pod: events %+v; want one OOMKilled event without the log tail", evs)
+	}
+	failed := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{
+		Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "FailedIndexes", Message: "Job has failed indexes"}}}}
+	tr.jobUpdate(failed)
+	if tr.err == nil {
+		t.Fatal("a failed Job is not fatal")
+	}
+	msg := tr.err.Error()
+	for _, want := range []string{"Job has failed indexes", "killed for running out of memory", "raise --agent-memory"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
 	}
 }

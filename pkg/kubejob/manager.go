@@ -157,6 +157,14 @@ func (m *Manager) Wait(ctx context.Context) error {
 // and starts watching its pods. A second call returns nil. When ctx ends,
 // the watcher deletes the Job (bounded by DefaultCleanupTimeout) and
 // closes Events.
+// rbacHint says how to fix a forbidden request, "" for other errors.
+func rbacHint(err error) string {
+	if !apierrors.IsForbidden(err) {
+		return ""
+	}
+	return " (the coordinator's ServiceAccount needs the Role of deploy/base/rbac.yaml: create, get, list, watch and delete on batch jobs; get, list, watch and delete on pods)"
+}
+
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -181,13 +189,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create agents job %s/%s: %w", m.cfg.Namespace, m.job.Name, err)
+		return fmt.Errorf("create agents job %s/%s: %w%s", m.cfg.Namespace, m.job.Name, err, rbacHint(err))
 	}
 	// Listing once first turns missing RBAC into a clear error here rather
 	// than an informer retrying forever in the background.
 	sel := labels.SelectorFromSet(labels.Set{LabelAgents: m.job.Name}).String()
 	if _, err := m.cs.CoreV1().Pods(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1}); err != nil {
-		err = fmt.Errorf("list agent pods: %w", err)
+		err = fmt.Errorf("list agent pods: %w%s", err, rbacHint(err))
 		// Agents nobody watches must not run: take the Job back.
 		if derr := m.Delete(ctx); derr != nil {
 			err = errors.Join(err, derr)

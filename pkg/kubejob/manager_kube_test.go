@@ -482,3 +482,53 @@ func TestAgentsNoPods(t *testing.T) {
 	}
 	gone(t, ctx, cs, ns, m.JobName())
 }
+
+// TestAgentsRoleLacksAVerb runs the Manager as a ServiceAccount whose Role
+// can create Jobs but not list pods (an overlay that trimmed the base's
+// Role): Start must fail at once, name the verb that is missing and where
+// the right Role is, and take the Job it created back.
+func TestAgentsRoleLacksAVerb(t *testing.T) {
+	cfg := kubetest.Env(t)
+	ns := kubetest.Namespace(t, cfg)
+	ctx := t.Context()
+	admin := kubetest.Client(t, cfg)
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trimmed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "trimmed"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get", "list", "watch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "trimmed"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "trimmed"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "trimmed"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	saCfg, err := kubetest.ImpersonateServiceAccount(ctx, cfg, ns, "trimmed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubetest.Client(t, saCfg)
+	// The binding applies within moments: wait until the Role's verbs work.
+	if err := kubetest.Poll(ctx, func(ctx context.Context) (bool, error) {
+		_, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("wait for the role to apply: %v", err)
+	}
+	m := newManager(t, cs, config(ns, 1))
+	err = m.Start(ctx)
+	if err == nil {
+		t.Fatal("Start succeeded without list on pods")
+	}
+	for _, want := range []string{"list agent pods", "forbidden", "deploy/base/rbac.yaml", "pods"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	gone(t, ctx, admin, ns, m.JobName())
+}

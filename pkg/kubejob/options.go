@@ -48,6 +48,8 @@ type Options struct {
 	Spread string
 	// PortRange is the agents' ip_local_port_range, "-" for the node's.
 	PortRange string
+	// HostNetwork runs the agents in the node's network namespace.
+	HostNetwork bool
 	// TokenSecret is the agent token's Secret "name[/key]"; empty: none.
 	TokenSecret string
 	// TokenAsEnv gives agents the token as $FLEETBENCH_TOKEN, not a file.
@@ -93,6 +95,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Tolerations, "toleration", nil, "agent toleration key[=value][:effect] (repeatable)")
 	fs.StringVar(&o.Spread, "agent-spread", string(corev1.ScheduleAnyway), "spread agents over nodes: ScheduleAnyway, DoNotSchedule or None")
 	fs.StringVar(&o.PortRange, "agent-port-range", DefaultPortRange, `agents' net.ipv4.ip_local_port_range ("-": the node's)`)
+	fs.BoolVar(&o.HostNetwork, "agent-host-network", false, "run the agents in the node's network namespace (hostNetwork; --agent-port-range then does not apply)")
 	fs.StringVar(&o.TokenSecret, "token-secret", DefaultTokenSecret, `Secret name/key with the agent token ("": agents present none)`)
 	fs.BoolVar(&o.TokenAsEnv, "token-secret-env", false, "give agents the token as $"+EnvToken+" instead of a file")
 	fs.StringVar(&o.APIKeySecret, "api-key-secret", "", "Secret name/key with the model server's API key for the agents")
@@ -129,6 +132,7 @@ func (o Options) Config(namespace string, maxLevel int) (Config, error) {
 		MaxLevel:             maxLevel,
 		Spread:               corev1.UnsatisfiableConstraintAction(o.Spread),
 		PortRange:            o.PortRange,
+		HostNetwork:          o.HostNetwork,
 		CoordinatorAddr:      o.Service,
 		TokenAsEnv:           o.TokenAsEnv,
 		APIKeyEnv:            o.APIKeyEnv,

@@ -41,7 +41,7 @@ func TestAddFlags(t *testing.T) {
 			t.Errorf("--%s is a %s: values with commas would be split", f.Name, f.Value.Type())
 		}
 	})
-	want := []string{"agent-api-key-env", "agent-arg", "agent-capacity", "agent-cpu", "agent-image", "agent-memory",
+	want := []string{"agent-api-key-env", "agent-arg", "agent-capacity", "agent-cpu", "agent-host-network", "agent-image", "agent-memory",
 		"agent-mount", "agent-port-range", "agent-pull-policy", "agent-pull-secret", "agent-retries", "agent-secret-env",
 		"agent-spread", "api-key-secret", "coordinator-service", "kube-agents", "kube-namespace", "node-selector",
 		"pending-timeout", "token-secret", "token-secret-env", "toleration"}

@@ -25,6 +25,9 @@ type tracker struct {
 	jobKind  Kind
 	err      *Error
 	complete bool
+	// lastFailure describes the last agent pod that failed, for the
+	// Job's failure.
+	lastFailure string
 }
 
 type podState struct {
@@ -79,7 +82,11 @@ func (t *tracker) pod(p *corev1.Pod, now time.Time) []Event {
 		return nil
 	}
 	s.last = kind
-	return t.emit(nil, Event{Index: s.index, Pod: s.name, Kind: kind, Reason: reason, Message: message, Fatal: fatal})
+	ev := Event{Index: s.index, Pod: s.name, Kind: kind, Reason: reason, Message: message, Fatal: fatal}
+	if kind.terminal() && kind != KindSucceeded {
+		t.lastFailure = ev.String()
+	}
+	return t.emit(nil, ev)
 }
 
 // podGone observes a pod's removal.
@@ -104,6 +111,11 @@ func (t *tracker) jobUpdate(j *batchv1.Job) []Event {
 	t.jobKind = kind
 	if kind == KindJobComplete {
 		t.complete = true
+	}
+	if kind == KindJobFailed && t.lastFailure != "" {
+		// "Job has failed indexes" says nothing of why: the last agent
+		// pod's failure does.
+		message += "; last: " + t.lastFailure
 	}
 	return t.emit(nil, Event{Index: -1, Kind: kind, Reason: reason, Message: message, Fatal: kind == KindJobFailed})
 }

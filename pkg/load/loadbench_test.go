@@ -487,6 +487,10 @@ func benchClosedLoop(b *testing.B, sessions int, h2c bool) {
 	b.ReportMetric(perStream(stack1, stack0), "stack-B/stream")
 	b.ReportMetric(float64(goroutines)/float64(sessions), "goroutines/stream")
 	b.ReportMetric(cpu.Seconds()/float64(w.Counters.Requests)*1000, "cpu-s/1k-req")
+	// Sizing figures for agent pods (deploy/README.md): cores busy and
+	// memory held per 1,000 streams at this server's token rate.
+	b.ReportMetric(cpu.Seconds()/elapsed.Seconds()/(float64(sessions)/1000), "cores/1k-streams")
+	b.ReportMetric(perStream(heap1+stack1, heap0+stack0)*1000/(1<<20), "MiB/1k-streams")
 	b.ReportMetric(srvCPU.Seconds()/float64(w.Counters.Requests)*1000, "server-cpu-s/1k-req")
 	if cpu > 0 {
 		b.ReportMetric(100*gc/cpu.Seconds(), "gc-cpu-%")

@@ -130,3 +130,53 @@ func KeyRequired(ctx context.Context, cc client.Config) bool {
 	status, _, err := t.get(ctx, "/v1/models")
 	return err == nil && (status == http.StatusUnauthorized || status == http.StatusForbidden)
 }
+
+// WaitReachable waits up to d for the target to answer HTTP at all: a
+// refused or failed connection, or a 502/503/504 from a proxy in front of
+// it, is taken for a server still starting (a model server applied with
+// the benchmark, say) and retried every second; any other answer ends the
+// wait. It logs what it waits for every 10 s and returns the last error
+// when d passes. d <= 0 returns nil at once.
+func WaitReachable(ctx context.Context, cc client.Config, d time.Duration, logger hclog.Logger) error {
+	if d <= 0 {
+		return nil
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	t, err := newTarget(cc)
+	if err != nil {
+		return err
+	}
+	defer t.hc.CloseIdleConnections()
+	where := client.RedactURL(cc.BaseURL)
+	deadline := time.Now().Add(d)
+	var lastLog time.Time
+	for {
+		status, _, err := t.get(ctx, "/v1/models")
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		why := ""
+		switch {
+		case err != nil:
+			why = err.Error()
+		case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+			why = fmt.Sprintf("HTTP %d", status)
+		default:
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: cannot reach %s after waiting %s: %s", ErrPreflight, where, d, why)
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			logger.Info("waiting for the target to accept requests", "target", where, "reason", why, "up_to", time.Until(deadline).Round(time.Second))
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,11 +1,14 @@
 package ready
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,5 +123,55 @@ func TestPreflightTimeout(t *testing.T) {
 	err := Preflight(t.Context(), client.Config{BaseURL: srv.URL, Model: "m"}, 500*time.Millisecond, nil)
 	if !errors.Is(err, ErrPreflight) || time.Since(start) > 5*time.Second {
 		t.Errorf("error %v after %s, want ErrPreflight within the timeout", err, time.Since(start))
+	}
+}
+
+func TestWaitReachable(t *testing.T) {
+	// A port that is free now: nothing listens until the server starts.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cc := client.Config{BaseURL: "http://" + addr + "/v1", Model: "m"}
+
+	start := time.Now()
+	err = WaitReachable(context.Background(), cc, 1500*time.Millisecond, nil)
+	if !errors.Is(err, ErrPreflight) || !strings.Contains(err.Error(), "after waiting 1.5s") {
+		t.Fatalf("nothing listening: %v, want a preflight error naming the wait", err)
+	}
+	if el := time.Since(start); el < 1500*time.Millisecond || el > 10*time.Second {
+		t.Errorf("gave up after %s, want about 1.5s", el)
+	}
+
+	// The server comes up (first behind a proxy answering 503) while
+	// WaitReachable waits.
+	var up atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if up.Load() == 0 {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{"data":[]}`))
+	}), ReadHeaderTimeout: time.Second}
+	go func() {
+		time.Sleep(time.Second)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		go func() { _ = srv.Serve(l) }()
+		time.Sleep(1500 * time.Millisecond)
+		up.Store(1)
+	}()
+	defer srv.Close()
+	start = time.Now()
+	if err := WaitReachable(context.Background(), cc, 30*time.Second, nil); err != nil {
+		t.Fatalf("server that comes up: %v", err)
+	}
+	if el := time.Since(start); el < 2*time.Second {
+		t.Errorf("returned after %s, before the server stopped answering 503", el)
 	}
 }

@@ -6,6 +6,9 @@
 //	                                     service-account keys and kubeconfigs
 //	helper bootstrap -kubeconfig K ...   wait for the apiserver, create fake
 //	                                     nodes for kwok, wait until they are Ready
+//	helper node-ready -kubeconfig K ...  wait until the real node is Ready
+//	helper oci-image -binary B ...       write a one-binary OCI image archive
+//	                                     (the real node's pause image)
 //
 // It lives in the kube build module so it reuses the client-go that the
 // control plane is built with.
@@ -62,6 +65,10 @@ func run(ctx context.Context, args []string) error {
 		return initDir(args[1:])
 	case "bootstrap":
 		return bootstrap(ctx, args[1:])
+	case "node-ready":
+		return nodeReady(ctx, args[1:])
+	case "oci-image":
+		return ociImage(args[1:])
 	default:
 		return fmt.Errorf("unknown command %q", args[0])
 	}
@@ -107,7 +114,14 @@ var identities = []identity{
 	{"scheduler", "system:kube-scheduler", nil},
 	// kwok plays every kubelet and writes node and pod status of all of them.
 	{"kwok", "kwok", []string{"system:masters"}},
+	// The real node's kubelet, as the Node authorizer expects it.
+	{"kubelet", "system:node:" + RealNode, []string{"system:nodes"}},
+	// The apiserver's client cert towards kubelets (logs, exec, port-forward).
+	{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}},
 }
+
+// RealNode is the name the real node's kubelet registers under.
+const RealNode = "fleetbench-node"
 
 func initDir(args []string) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
@@ -305,10 +319,27 @@ func bootstrap(ctx context.Context, args []string) error {
 		return err
 	}
 
-	return poll("default ServiceAccount", func() error {
+	if err := poll("default ServiceAccount", func() error {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
+	}); err != nil {
+		return err
+	}
+	// The kube-root-ca.crt ConfigMap every pod's ServiceAccount volume
+	// projects: a pod created before it exists waits for it.
+	return poll("kube-root-ca.crt", func() error {
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err
 	})
+}
+
+func nodeReadyCondition(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func nodeSchedulable(n *corev1.Node) bool {
