@@ -76,17 +76,21 @@ e2e: kube-build e2e-image ## run the end-to-end tests on a real node: image, dep
 	  $(E2E_TESTS)
 
 .PHONY: test
-test: lint check-generate kube-build e2e-image ## run every check and test, Kubernetes ones on a real local control plane with a real node
+test: lint check-generate kube-build e2e-image prometheus ## run every check and test, Kubernetes ones on a real local control plane with a real node, Prometheus ones on a real Prometheus
 	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
 	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
 	  scripts/kube-env.sh install-node; \
 	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
-	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 \
+	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 \
 	    $(GO) test -race -count=1 -timeout 30m ./...; \
 	  $(E2E_TESTS)
 	@# The simulator's calibration, short variant, alone: its latencies are
 	@# wall clock and must not share the CPU with the suite above.
 	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/calibrate/
+
+.PHONY: prometheus
+prometheus: ## install Debian's prometheus package for the real Prometheus test, unless present (its service is not started)
+	scripts/prometheus.sh install
 
 .PHONY: kube-build
 kube-build: ## build (once, cached outside the repo) the local Kubernetes control plane the tests use
@@ -101,7 +105,9 @@ bench: ## run the benchmarks and print their figures (about 2 minutes)
 	@# Hot-path micro benchmarks at the default bench time.
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim)
 	@# The coordinator merging 100 agents' reports, twenty rounds.
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=20x ./coordinator/
+	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=20x ./coordinator/
+	@# One report's merge at the coordinator, and what the Prometheus load metrics add to it.
+	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
 

@@ -113,11 +113,11 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	flags.FailFast(fs, &o.cfg.FailFast)
 	flags.Goodput(fs, &o.goodput)
 	fs.StringVar(&o.cfg.OutDir, "out", o.cfg.OutDir, "directory for window-<id>.json files and stage-<i>/result.json")
-	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
+	flags.MetricsListen(fs, &o.metrics)
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
 	flags.AbortOnFail(fs, &o.abortOnFail)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without listening")
-	flags.Group(fs, flags.GroupOutput, "out", "metrics-listen", "dry-run")
+	flags.Group(fs, flags.GroupOutput, "out", "dry-run")
 	fs.StringVar(&o.listen, "listen", o.listen, "address to accept agents on")
 	fs.IntVar(&o.cfg.Agents, "agents", o.cfg.Agents, "agents to wait for before starting")
 	fs.StringVar(&o.onLoss, "on-loss", o.onLoss, "when an agent is lost: continue, rerun or fail")
@@ -159,6 +159,9 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	}
 	if cfg.Spec.Model == "" {
 		return cfg, fmt.Errorf("--model is required with --target")
+	}
+	if err := checkMetricsListen(o.metrics); err != nil {
+		return cfg, err
 	}
 	cfg.Spec.Endpoint, cfg.Spec.APIKeyEnv = o.endpoint, o.apiKeyEnv
 	policy, err := coordinator.ParsePolicy(o.onLoss)

@@ -31,6 +31,7 @@ type runOptions struct {
 	goodput                         string
 	pods                            scrape.Pods
 	extraBody, percentiles, arrival string
+	metrics                         string
 	burstiness                      float64
 	dryRun                          bool
 }
@@ -71,6 +72,13 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 			if o.dryRun {
 				return writeDryRun(c.stdout, rc.Plan())
 			}
+			reg := newMetricsRegistry(o.metrics)
+			_, stopMetrics, err := serveMetrics(cmd.Context(), o.metrics, reg, c.logger)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			rc.Registerer = registerer(reg)
 			_, err = rc.Run(cmd.Context(), c.logger, c.stdout, c.stderr)
 			return err
 		},
@@ -117,6 +125,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without sending load")
 	flags.Group(fs, flags.GroupOutput, "out", "save-requests", "percentiles", "label", "metadata", "result-filename", "dry-run")
+	flags.MetricsListen(fs, &o.metrics)
 
 	fs.IntVar(&rc.Agents, "agents", 0, "run the level with a coordinator and this many agents in this process, over loopback gRPC (0: one engine, no coordinator)")
 	flags.Group(fs, flags.GroupFleet, "agents")
@@ -208,6 +217,9 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 			return rc, fmt.Errorf("--percentiles %q: want numbers in (0, 100]", o.percentiles)
 		}
 		rc.Percentiles = append(rc.Percentiles, p)
+	}
+	if err := checkMetricsListen(o.metrics); err != nil {
+		return rc, err
 	}
 	if rc.Client.BaseURL == "" && !fs.Changed("api-key-env") {
 		rc.Client.APIKeyEnv = "" // the built-in simulator takes no key

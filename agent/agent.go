@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -41,6 +42,8 @@ type Agent struct {
 	onAck    func(seq uint64)
 	onAssign func(Assignment)
 	check    Checker
+	reg      prometheus.Registerer
+	metrics  *metrics
 	ran      bool
 	certErr  atomic.Pointer[error] // set by the TLS handshake on a certificate it cannot verify
 }
@@ -72,6 +75,13 @@ func WithAssignmentHook(fn func(Assignment)) Option { return func(a *Agent) { a.
 // missing.
 func WithChecker(c Checker) Option { return func(a *Agent) { a.check = c } }
 
+// WithRegisterer registers the agent's health metrics with reg: its link
+// to the coordinator, reports sent and pending, streams and sessions in
+// flight, schedule lag (docs/metrics.md). Without it they are kept but not
+// exported. A registry takes one agent's metrics, unless each agent's
+// comes through prometheus.WrapRegistererWith with its own labels.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(a *Agent) { a.reg = reg } }
+
 // New validates cfg and returns an agent. logger may be nil.
 func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
@@ -93,6 +103,10 @@ func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent
 	}
 	for _, o := range opts {
 		o(a)
+	}
+	var err error
+	if a.metrics, err = newMetrics(a.reg); err != nil {
+		return nil, fmt.Errorf("register agent metrics: %w", err)
 	}
 	return a, nil
 }
@@ -272,6 +286,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 		case <-linkDone:
 			l.logger.Warn("connection to coordinator lost")
 			l.link = nil
+			l.a.metrics.connected.Set(0)
 		case m := <-in:
 			l.lastHeard = time.Now()
 			if err := l.handle(ctx, m); err != nil {
@@ -333,6 +348,7 @@ func (l *loop) connected(ctx context.Context, lk *link) {
 		l.link.kill()
 	}
 	l.link = lk
+	l.a.metrics.connected.Set(1)
 	l.lastHeard = time.Now()
 	if lk.welcome.Heartbeat > 0 {
 		l.heartbeat = lk.welcome.Heartbeat
@@ -341,6 +357,7 @@ func (l *loop) connected(ctx context.Context, lk *link) {
 	l.logger.Info("connected to coordinator", "index", lk.welcome.Index, "acked_seq", lk.welcome.Acked, "resending", len(l.pending))
 	for _, p := range l.pending {
 		lk.send(report{Seq: p.seq, Window: p.w})
+		l.a.metrics.reports.Inc()
 	}
 	if l.lastWM != nil {
 		lk.send(*l.lastWM)
@@ -378,6 +395,7 @@ func (l *loop) ack(seq uint64) {
 		n++
 	}
 	l.pending = l.pending[n:]
+	l.a.metrics.pending.Set(float64(len(l.pending)))
 	if l.a.onAck != nil {
 		l.a.onAck(seq)
 	}
@@ -629,13 +647,22 @@ func (l *loop) flush() {
 	for _, w := range l.a.rec.Drain() {
 		l.seq++
 		l.pending = append(l.pending, pending{seq: l.seq, w: w})
+		l.a.metrics.drained(w)
 		if l.a.onReport != nil {
 			l.a.onReport(l.seq, w)
 		}
 		if l.link != nil {
 			l.link.send(report{Seq: l.seq, Window: w})
+			l.a.metrics.reports.Inc()
 		}
 	}
+	l.a.metrics.pending.Set(float64(len(l.pending)))
+	var st load.Stats
+	if !l.eng.finished {
+		st = l.eng.e.Stats()
+	}
+	l.a.metrics.streams.Set(float64(st.InFlight))
+	l.a.metrics.sessions.Set(float64(st.Sessions))
 	if ok {
 		l.lastWM = &watermark{Window: wm, Seq: l.seq, Finished: l.eng.finished, Epoch: l.eng.epoch}
 		if l.link != nil {
@@ -665,6 +692,7 @@ func (l *loop) shutdown() {
 	if l.link != nil {
 		l.link.closeSend(5 * time.Second)
 	}
+	l.a.metrics.connected.Set(0)
 	// What this process reported, for an operator (or a test) to compare
 	// with the coordinator's applied count: unacked reports are lost
 	// unless the coordinator saw them before it went away.

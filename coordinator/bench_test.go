@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -217,4 +218,35 @@ func BenchmarkMerge100Agents(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed())/total, "ns/report")
 	b.ReportMetric(float64(wire)/total, "wire-bytes/report")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkReportMetrics measures what the Prometheus load metrics add to
+// one 10-histogram report at the coordinator: counters, and the five
+// latency histograms' buckets (TTFT, ITL, TPOT, E2E, lag) added from the
+// report's sparse histograms, on top of BenchmarkMergeReport's merge.
+func BenchmarkReportMetrics(b *testing.B) {
+	cfg := hdr.Default
+	reps := make([]report, 64)
+	for i := range reps {
+		rep, err := messageFromPB(benchReport(uint64(i+1), 1, i), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reps[i] = rep.(report)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lb := loadLabels(KindMeasure, "kv", 100)
+	m.load.Add(reps[0].Window, lb)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, alloc0 := cpuTime(), allocBytes()
+	for n := range b.N {
+		m.load.Add(reps[n%len(reps)].Window, lb)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/report")
+	b.ReportMetric(float64(allocBytes()-alloc0)/float64(b.N), "alloc-B/report")
 }

@@ -58,10 +58,13 @@ type Option func(*Coordinator)
 // WithClock makes the coordinator read time from now (tests).
 func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
 
-// WithRegisterer registers the coordinator's metrics (agents connected,
-// reports applied and duplicate, windows closed, late requests, agents
-// lost, the last measured window's TTFT) with reg. Without it they are
-// kept but not exported. A registry takes one coordinator's metrics.
+// WithRegisterer registers the coordinator's metrics with reg: its own
+// workings (agents connected, reports applied and duplicate, windows
+// closed, late requests, agents lost, the last measured window's TTFT) and
+// the fleet's load merged from every report the windows merge (pkg/prom's
+// Load: requests, tokens, latency histograms by mode, level and phase).
+// Without it they are kept but not exported. A registry takes one
+// coordinator's metrics.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *Coordinator) { c.reg = reg } }
 
 // New validates cfg and returns a coordinator. logger may be nil.
@@ -159,6 +162,7 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 		}
 		done := r.step(c.now())
 		c.metrics.agents.Set(float64(len(r.byIndex)))
+		c.metrics.load.SetInFlight(r.inFlight())
 		if done {
 			return r.result(), r.err
 		}

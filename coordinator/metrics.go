@@ -6,13 +6,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetbench/fleetbench/pkg/prom"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
-// metrics are the coordinator's Prometheus collectors. They are updated
-// only from Run's loop; the collectors themselves are safe for concurrent
-// scrapes.
+// metrics are the coordinator's Prometheus collectors: its own workings,
+// and the fleet's load merged from the agents' reports (load). They are
+// updated only from Run's loop; the collectors themselves are safe for
+// concurrent scrapes.
 type metrics struct {
+	load             *prom.Load
 	agents           prometheus.Gauge
 	reportsApplied   prometheus.Counter
 	reportsDuplicate prometheus.Counter
@@ -27,7 +30,12 @@ type metrics struct {
 // newMetrics creates the collectors and registers them with reg (nil:
 // they are created but not exported).
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	load, err := prom.NewLoad(reg)
+	if err != nil {
+		return nil, err
+	}
 	m := &metrics{
+		load: load,
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetbench_coordinator_agents_connected",
 			Help: "Agents connected and taking part in the run (lost agents excluded).",
@@ -93,4 +101,14 @@ func (m *metrics) windowClosed(w *window) {
 	}
 	m.ttftP50.WithLabelValues(w.mode).Set(h.Percentile(50).Seconds())
 	m.ttftP95.WithLabelValues(w.mode).Set(h.Percentile(95).Seconds())
+}
+
+// loadLabels are the labels, in the load metrics, of the data of a
+// window of kind at level in mode.
+func loadLabels(kind Kind, mode string, level int) prom.Labels {
+	phase := prom.PhaseMeasure
+	if kind == KindWarmup {
+		phase = prom.PhaseWarmup
+	}
+	return prom.Labels{Mode: mode, Level: level, Phase: phase}
 }

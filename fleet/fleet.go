@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -74,7 +75,8 @@ type Config struct {
 	// this process (empty Endpoints: none; coordinator.Config's
 	// OnMeasureSpan drives it). Run itself does not read them.
 	Scrape scrape.Config
-	// Registerer, when set, takes the coordinator's metrics.
+	// Registerer, when set, takes the coordinator's metrics and, each
+	// under an "agent" label of its id, the local agents'.
 	Registerer prometheus.Registerer
 	// Version is fleetbench's, which local agents report when they join.
 	Version string
@@ -165,8 +167,14 @@ func Run(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinator.Res
 		opts = append(opts, agent.WithObserver(cfg.Observe))
 	}
 	start := func(ctx context.Context, addr string, i int) error {
+		id := fmt.Sprintf("local-%d", i)
+		opts := opts
+		if cfg.Registerer != nil {
+			// Every local agent's health, each under its id.
+			opts = append(slices.Clip(opts), agent.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"agent": id}, cfg.Registerer)))
+		}
 		a, err := agent.New(agent.Config{
-			ID: fmt.Sprintf("local-%d", i), Index: i, Version: cfg.Version, Coordinator: addr, Token: token,
+			ID: id, Index: i, Version: cfg.Version, Coordinator: addr, Token: token,
 			ReportInterval: AgentReportInterval,
 		}, build, logger, opts...)
 		if err != nil {

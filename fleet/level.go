@@ -18,6 +18,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/progress"
+	"github.com/fleetbench/fleetbench/pkg/prom"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
@@ -206,6 +207,18 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if !c.SLO.IsZero() {
 		rec.SetGood(c.SLO.Good)
 	}
+	var ld *prom.Load
+	if c.Registerer != nil {
+		if ld, err = prom.NewLoad(c.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	// The level asked for: the closed loop's sessions (0 in the open loop).
+	level := c.Load.Concurrency
+	if c.Load.OpenLoop() {
+		level = 0
+	}
+	mtr := newMeter(rec, ld, logger, c.Label, level)
 	origin := time.Now().Add(c.Warmup)
 	peaks := result.NewPeaks(origin)
 	tally := newTally()
@@ -274,7 +287,7 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	var judge func(now time.Time) bool
 	if j := c.earlyJudge(); j != nil {
 		judge = func(now time.Time) bool {
-			w := rec.Peek(windowMeasure)
+			w := mtr.peek(windowMeasure)
 			if w == nil || now.Before(origin) {
 				return true
 			}
@@ -289,9 +302,12 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	wg.Go(func() {
 		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun, judge)
 	})
+	mctx, stopMeter := context.WithCancel(ctx)
+	wg.Go(func() { mtr.run(mctx, eng, level, c.Warmup > 0) })
 	runErr := eng.Run(runCtx)
 	close(ran)
 	stopDisplay()
+	stopMeter()
 	wg.Wait()
 	end := time.Now()
 	if failFast != nil {
@@ -304,7 +320,12 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	logErr := env.closeRequestLog()
 
 	interrupted := ctx.Err() != nil || stopped.Load()
-	w := measured(rec)
+	// The last intervals reach the metrics too, before the result is
+	// written.
+	w, err := mtr.measured()
+	if err != nil {
+		return nil, errors.Join(err, logErr)
+	}
 	if w == nil || w.Counters.Requests+w.Counters.Failed == 0 {
 		return nil, r.nothingMeasured(ctx, logErr)
 	}
@@ -425,16 +446,6 @@ func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Eng
 			r.logger.Info("warm-up done, measuring", "duration", r.cfg.Duration)
 		}
 	}
-}
-
-// measured returns the measurement window from the recorder, nil if empty.
-func measured(rec *record.Recorder) *record.Window {
-	for _, w := range rec.Drain() {
-		if w.ID == windowMeasure {
-			return w
-		}
-	}
-	return nil
 }
 
 // nothingMeasured is the outcome of a run whose measurement window saw no

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -80,6 +82,10 @@ type RunConfig struct {
 	// start and end of the measurement (empty Endpoints: none);
 	// scrape.SimEndpoint is the in-process simulator's.
 	Scrape scrape.Config
+	// Registerer, when set, takes the run's Prometheus metrics: the load
+	// (pkg/prom) from the engine's recorder every MetricsInterval, or
+	// with Agents the coordinator's and the agents' metrics.
+	Registerer prometheus.Registerer
 }
 
 // SimConfig is the built-in simulator a run starts in-process when it

@@ -128,9 +128,8 @@ func addSettingsFlags(fs *pflag.FlagSet, s *Spec) {
 	fs.StringVar(&f.TLSKey, "tls-key", f.TLSKey, "TLS key file (with --tls-cert)")
 	fs.DurationVar((*time.Duration)(&f.JoinTimeout), "join-timeout", f.JoinTimeout.D(), "how long to wait for external agents (0: the coordinator's default)")
 	flags.Group(fs, flags.GroupFleet, "listen", "remote-agents", "token-file", "tls-cert", "tls-key", "join-timeout")
-	fs.StringVar(&f.MetricsListen, "metrics-listen", f.MetricsListen, "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
+	flags.MetricsListen(fs, &f.MetricsListen)
 	fs.BoolVar(&f.NoRestore, "no-restore", f.NoRestore, "leave the target in the last mode swept instead of restoring the mode it had before")
-	flags.Group(fs, flags.GroupOutput, "metrics-listen")
 	flags.Group(fs, flags.GroupSwitch, "no-restore")
 }
 
