@@ -84,6 +84,8 @@ test: lint check-generate kube-build e2e-image prometheus ## run every check and
 	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 \
 	    $(GO) test -race -count=1 -timeout 30m ./...; \
 	  $(E2E_TESTS)
+	@# The soak's short variant: separate processes under faults, alone.
+	FLEETBENCH_SOAK=short $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v .
 	@# The simulator's calibration, short variant, alone: its latencies are
 	@# wall clock and must not share the CPU with the suite above.
 	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/calibrate/
@@ -110,6 +112,10 @@ bench: ## run the benchmarks and print their figures (about 2 minutes)
 	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
+
+.PHONY: soak
+soak: ## 8,000 sessions for 10 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~15 min)
+	FLEETBENCH_SOAK=full $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v .
 
 .PHONY: calibrate
 calibrate: ## run the published Dynamo sweep on the simulator and compare every cell (~12 min)

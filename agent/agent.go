@@ -237,6 +237,31 @@ type loop struct {
 	checks     chan []Problem // the join check's result
 	checked    bool           // the join check has been started
 	fatal      *Problem       // the fatal problem told to the coordinator
+	silentStop *silentStop    // the load this agent stopped for the coordinator's silence
+}
+
+// silentStop is a stage's load stopped because the coordinator fell
+// silent.
+type silentStop struct {
+	stage int
+	epoch uint64
+	at    time.Time
+}
+
+// heardAfterSilence tells a coordinator that comes back after this agent
+// stopped its load for its silence: a fatal problem, so that it accounts
+// the sessions that did not run as lost (coverage, degraded window) and
+// moves them to the agents that kept running, instead of measuring a level
+// that was not there.
+func (l *loop) heardAfterSilence() {
+	st := l.silentStop
+	if st == nil || l.link == nil {
+		return
+	}
+	l.silentStop = nil
+	l.tell(Problem{Step: StepRun, Stage: st.stage, Epoch: st.epoch, Class: ClassEngine, Fatal: true,
+		Message: fmt.Sprintf("stopped its load %s ago after %s without word from the coordinator",
+			time.Since(st.at).Round(time.Second), l.a.cfg.CoordinatorTimeout)})
 }
 
 func newLoop(a *Agent) *loop {
@@ -289,6 +314,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 			l.a.metrics.connected.Set(0)
 		case m := <-in:
 			l.lastHeard = time.Now()
+			l.heardAfterSilence()
 			if err := l.handle(ctx, m); err != nil {
 				if errors.Is(err, errStop) {
 					return nil
@@ -333,6 +359,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 				l.logger.Warn("coordinator silent, stopping load", "timeout", l.a.cfg.CoordinatorTimeout)
 				l.eng.cancel()
 				l.eng.cancel = nil
+				l.silentStop = &silentStop{stage: l.eng.stage, epoch: l.eng.epoch, at: time.Now()}
 			}
 		}
 		if d := l.applyPhases(ctx, time.Now()); d > 0 {
