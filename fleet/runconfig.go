@@ -86,6 +86,10 @@ type RunConfig struct {
 	// (pkg/prom) from the engine's recorder every MetricsInterval, or
 	// with Agents the coordinator's and the agents' metrics.
 	Registerer prometheus.Registerer
+	// Live, when set, is the live dashboard: fed the same load as the
+	// metrics, and given what changes the level (the closed loop's
+	// engine, or the coordinator with Agents).
+	Live *Live
 }
 
 // SimConfig is the built-in simulator a run starts in-process when it

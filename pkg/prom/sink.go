@@ -20,7 +20,8 @@ type Sink interface {
 var _ Sink = (*Load)(nil)
 
 // Tee returns a Sink that hands every call to each of sinks in turn,
-// skipping nil ones; with one non-nil sink it returns that sink.
+// skipping nil ones; with one non-nil sink it returns that sink, with none
+// nil.
 func Tee(sinks ...Sink) Sink {
 	var t tee
 	for _, s := range sinks {
@@ -28,7 +29,10 @@ func Tee(sinks ...Sink) Sink {
 			t = append(t, s)
 		}
 	}
-	if len(t) == 1 {
+	switch len(t) {
+	case 0:
+		return nil
+	case 1:
 		return t[0]
 	}
 	return t
