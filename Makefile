@@ -76,12 +76,12 @@ e2e: kube-build e2e-image ## run the end-to-end tests on a real node: image, dep
 	  $(E2E_TESTS)
 
 .PHONY: test
-test: lint check-generate kube-build e2e-image prometheus ## run every check and test, Kubernetes ones on a real local control plane with a real node, Prometheus ones on a real Prometheus
+test: lint check-generate kube-build e2e-image prometheus chromium ## run every check and test, Kubernetes ones on a real local control plane with a real node, Prometheus ones on a real Prometheus
 	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
 	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
 	  scripts/kube-env.sh install-node; \
 	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
-	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 \
+	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 FLEETBENCH_REQUIRE_CHROMIUM=1 \
 	    $(GO) test -race -count=1 -timeout 30m ./...; \
 	  $(E2E_TESTS)
 	@# The soak's short variant: separate processes under faults, alone.
@@ -93,6 +93,10 @@ test: lint check-generate kube-build e2e-image prometheus ## run every check and
 .PHONY: prometheus
 prometheus: ## install Debian's prometheus package for the real Prometheus test, unless present (its service is not started)
 	scripts/prometheus.sh install
+
+.PHONY: chromium
+chromium: ## install Debian's chromium package for the real headless-browser test of the dashboard, unless present
+	scripts/chromium.sh install
 
 .PHONY: kube-build
 kube-build: ## build (once, cached outside the repo) the local Kubernetes control plane the tests use

@@ -150,7 +150,7 @@ func TestSharedFlagsSameEverywhere(t *testing.T) {
 	shared := []string{"endpoint", "api-key-env", "workload", "dataset", "seed", "max-tokens", "think-time", "turns",
 		"session-header", "prompt-tokens", "documents", "natural-stop", "max-conversations", "min-messages", "shuffle", "output-len",
 		"user-model-url", "user-model", "user-model-key-env", "request-rate", "warmup", "duration",
-		"goodput", "threshold", "abort-on-fail", "fail-fast", "skip-preflight"}
+		"goodput", "threshold", "abort-on-fail", "fail-fast", "skip-preflight", "ui-baseline"}
 	for _, name := range shared {
 		var want *pflag.Flag
 		for cmd, fs := range map[string]*pflag.FlagSet{"run": runCmd.Flags(), "coordinator": coCmd.Flags(), "sweep": swCmd.Flags()} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -31,7 +32,7 @@ type runOptions struct {
 	goodput                         string
 	pods                            scrape.Pods
 	extraBody, percentiles, arrival string
-	metrics                         string
+	metrics, uiBaseline             string
 	burstiness                      float64
 	dryRun                          bool
 }
@@ -73,12 +74,18 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 				return writeDryRun(c.stdout, rc.Plan())
 			}
 			reg := newMetricsRegistry(o.metrics)
-			_, stopMetrics, err := serveMetrics(cmd.Context(), o.metrics, reg, c.logger)
+			dash, err := newDashboard("run", o.metrics, os.Getenv(tokenEnv), o.uiBaseline, !rc.Load.OpenLoop(),
+				"the open loop's arrival rate is fixed (--request-rate)", c.logger)
+			if err != nil {
+				return err
+			}
+			_, stopMetrics, err := serveMetrics(cmd.Context(), o.metrics, reg, c.logger, dash.routes()...)
 			if err != nil {
 				return err
 			}
 			defer stopMetrics()
-			rc.Registerer = registerer(reg)
+			defer dash.close() // before the server stops: a feed stream never goes idle
+			rc.Registerer, rc.Live = registerer(reg), dash.fleetLive()
 			_, err = rc.Run(cmd.Context(), c.logger, c.stdout, c.stderr)
 			return err
 		},
@@ -126,6 +133,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without sending load")
 	flags.Group(fs, flags.GroupOutput, "out", "save-requests", "percentiles", "label", "metadata", "result-filename", "dry-run")
 	flags.MetricsListen(fs, &o.metrics)
+	flags.UIBaseline(fs, &o.uiBaseline)
 
 	fs.IntVar(&rc.Agents, "agents", 0, "run the level with a coordinator and this many agents in this process, over loopback gRPC (0: one engine, no coordinator)")
 	flags.Group(fs, flags.GroupFleet, "agents")
@@ -219,6 +227,9 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 		rc.Percentiles = append(rc.Percentiles, p)
 	}
 	if err := checkMetricsListen(o.metrics); err != nil {
+		return rc, err
+	}
+	if err := checkUIBaseline(o.uiBaseline, o.metrics); err != nil {
 		return rc, err
 	}
 	if rc.Client.BaseURL == "" && !fs.Changed("api-key-env") {

@@ -234,7 +234,7 @@ func BenchmarkReportMetrics(b *testing.B) {
 		}
 		reps[i] = rep.(report)
 	}
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := newMetrics(prometheus.NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetbench/fleetbench/pkg/prom"
 )
 
 // Errors returned to agents at join; the edge maps them to status codes.
@@ -47,6 +49,7 @@ type Coordinator struct {
 	events  chan event
 	done    chan struct{} // closed when Run's loop has ended
 	reg     prometheus.Registerer
+	live    prom.Sink
 	metrics *metrics
 	ran     sync.Once
 	conns   sync.WaitGroup // stream goroutines of the edge
@@ -67,6 +70,12 @@ func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.no
 // coordinator's metrics.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *Coordinator) { c.reg = reg } }
 
+// WithLive hands the live view (pkg/ui's feed) every call the load
+// metrics get, from Run's loop: each report merged, under its window's
+// mode, level and phase, the stage, its target and the sessions in flight.
+// live must return quickly.
+func WithLive(live prom.Sink) Option { return func(c *Coordinator) { c.live = live } }
+
 // New validates cfg and returns a coordinator. logger may be nil.
 func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
@@ -86,7 +95,7 @@ func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) 
 		o(c)
 	}
 	var err error
-	if c.metrics, err = newMetrics(c.reg); err != nil {
+	if c.metrics, err = newMetrics(c.reg, c.live); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -11,11 +11,12 @@ import (
 )
 
 // metrics are the coordinator's Prometheus collectors: its own workings,
-// and the fleet's load merged from the agents' reports (load). They are
-// updated only from Run's loop; the collectors themselves are safe for
+// and the fleet's load merged from the agents' reports (load: the
+// Prometheus load metrics, and the live view of WithLive when set). They
+// are updated only from Run's loop; the collectors themselves are safe for
 // concurrent scrapes.
 type metrics struct {
-	load             *prom.Load
+	load             prom.Sink
 	agents           prometheus.Gauge
 	reportsApplied   prometheus.Counter
 	reportsDuplicate prometheus.Counter
@@ -29,13 +30,13 @@ type metrics struct {
 
 // newMetrics creates the collectors and registers them with reg (nil:
 // they are created but not exported).
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, live prom.Sink) (*metrics, error) {
 	load, err := prom.NewLoad(reg)
 	if err != nil {
 		return nil, err
 	}
 	m := &metrics{
-		load: load,
+		load: prom.Tee(load, live),
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetbench_coordinator_agents_connected",
 			Help: "Agents connected and taking part in the run (lost agents excluded).",

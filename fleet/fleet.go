@@ -87,6 +87,10 @@ type Config struct {
 	SLO         result.SLO
 	KeyRequired bool
 	FailFast    time.Duration
+	// Live, when set, is the live dashboard: it is fed the coordinator's
+	// merged load and the agents' reports, and given the coordinator as
+	// what changes the running level.
+	Live *Live
 }
 
 // Remote is a fleet of external agents. It is a plain value.
@@ -153,10 +157,12 @@ func Run(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinator.Res
 	// Local agents report every AgentReportInterval; a window whose
 	// watermarks are missing after a few seconds has lost its agent.
 	ccfg.Grace = 5 * time.Second
-	co, err := coordinator.New(ccfg, logger, cfg.coordinatorOptions()...)
+	opts0 := cfg.Live.wire(&ccfg, cfg.coordinatorOptions())
+	co, err := coordinator.New(ccfg, logger, opts0...)
 	if err != nil {
 		return nil, err
 	}
+	defer cfg.Live.attach(co)()
 	build := func(context.Context, agent.Spec) (agent.Target, error) {
 		// Close is nil: the client outlives the stages and is closed
 		// when the fleet ends.
@@ -217,7 +223,7 @@ func runRemote(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinat
 	ccfg := cfg.coordinatorConfig()
 	ccfg.Agents, ccfg.JoinTimeout = rf.Agents, rf.JoinTimeout
 	return Serve(ctx, logger, ServeConfig{
-		Coordinator: ccfg, Options: cfg.coordinatorOptions(), Listen: rf.Listen, Losses: rf.Losses,
+		Coordinator: ccfg, Options: cfg.coordinatorOptions(), Listen: rf.Listen, Losses: rf.Losses, Live: cfg.Live,
 		Server: coordinator.ServerConfig{Token: rf.Token, CertFile: rf.CertFile, KeyFile: rf.KeyFile},
 	})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
+	"github.com/fleetbench/fleetbench/pkg/ui"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -207,18 +208,23 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if !c.SLO.IsZero() {
 		rec.SetGood(c.SLO.Good)
 	}
-	var ld *prom.Load
+	var sink prom.Sink
 	if c.Registerer != nil {
-		if ld, err = prom.NewLoad(c.Registerer); err != nil {
+		ld, err := prom.NewLoad(c.Registerer)
+		if err != nil {
 			return nil, err
 		}
+		sink = ld
+	}
+	if c.Live != nil && c.Live.Feed != nil {
+		sink = prom.Tee(sink, c.Live.Feed)
 	}
 	// The level asked for: the closed loop's sessions (0 in the open loop).
 	level := c.Load.Concurrency
 	if c.Load.OpenLoop() {
 		level = 0
 	}
-	mtr := newMeter(rec, ld, logger, c.Label, level)
+	mtr := newMeter(rec, sink, logger, c.Label, level)
 	origin := time.Now().Add(c.Warmup)
 	peaks := result.NewPeaks(origin)
 	tally := newTally()
@@ -303,7 +309,10 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun, judge)
 	})
 	mctx, stopMeter := context.WithCancel(ctx)
-	wg.Go(func() { mtr.run(mctx, eng, level, c.Warmup > 0) })
+	wg.Go(func() { mtr.run(mctx, eng, c.Load.OpenLoop(), c.Warmup > 0) })
+	if !c.Load.OpenLoop() {
+		defer c.Live.attach(ui.ControllerFunc(func(_ context.Context, n int) error { return eng.SetConcurrency(n) }))()
+	}
 	runErr := eng.Run(runCtx)
 	close(ran)
 	stopDisplay()

@@ -74,7 +74,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 		Agents: c.Agents, Stages: []coordinator.Stage{stage}, Client: c.clientConfig(target, model), Source: src,
 		Workload:      workload.Config{Seed: wl.Seed, MaxTokens: wl.MaxTokens, SessionHeader: wl.SessionHeader},
 		EngineOptions: engOpts, Observe: observe, Version: c.Version, SLO: c.SLO, FailFast: c.FailFast,
-		Judge: c.earlyJudge(), Registerer: c.Registerer,
+		Judge: c.earlyJudge(), Registerer: c.Registerer, Live: c.Live,
 	}
 	ss, stopScrape, err := r.startScrape(ctx, env)
 	if err != nil {

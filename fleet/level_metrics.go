@@ -25,7 +25,7 @@ const MetricsInterval = time.Second
 // use.
 type meter struct {
 	rec    *record.Recorder
-	load   *prom.Load // nil without metrics
+	load   prom.Sink // nil without metrics or a live view
 	logger hclog.Logger
 	labels func(window uint32) prom.Labels
 
@@ -33,7 +33,7 @@ type meter struct {
 	acc map[uint32]*record.Window
 }
 
-func newMeter(rec *record.Recorder, ld *prom.Load, logger hclog.Logger, mode string, level int) *meter {
+func newMeter(rec *record.Recorder, ld prom.Sink, logger hclog.Logger, mode string, level int) *meter {
 	return &meter{
 		rec: rec, load: ld, logger: logger, acc: make(map[uint32]*record.Window),
 		labels: func(w uint32) prom.Labels {
@@ -89,9 +89,9 @@ func (m *meter) measured() (*record.Window, error) {
 }
 
 // run updates the metrics every MetricsInterval until ctx ends, from the
-// recorder and eng's sessions, and clears the stage when it returns. It
-// does nothing without metrics.
-func (m *meter) run(ctx context.Context, eng *load.Engine, target int, warmup bool) {
+// recorder and eng's sessions and target (a live change included), and
+// clears the stage when it returns (the target is 0 in the open loop, open). It does nothing without metrics.
+func (m *meter) run(ctx context.Context, eng *load.Engine, open, warmup bool) {
 	if m.load == nil {
 		return
 	}
@@ -105,8 +105,13 @@ func (m *meter) run(ctx context.Context, eng *load.Engine, target int, warmup bo
 			m.logger.Error("drain recorder", "error", err)
 		}
 		m.mu.Unlock()
+		st := eng.Stats()
+		target := st.Target
+		if open {
+			target = 0
+		}
 		m.load.SetStage(m.labels(eng.Window()), target)
-		m.load.SetInFlight(int(eng.Stats().Sessions))
+		m.load.SetInFlight(int(st.Sessions))
 	}
 	update()
 	t := time.NewTicker(MetricsInterval)

@@ -359,6 +359,14 @@ func MetricsListen(fs *pflag.FlagSet, addr *string) {
 	Group(fs, GroupOutput, "metrics-listen")
 }
 
+// UIBaseline registers --ui-baseline: a sweep's baseline.json drawn as
+// reference lines in the live dashboard (served at /ui on the metrics
+// port), the same flag on run, coordinator and sweep.
+func UIBaseline(fs *pflag.FlagSet, path *string) {
+	fs.StringVar(path, "ui-baseline", *path, "a sweep's baseline.json, drawn as reference lines in the dashboard at METRICS-LISTEN/ui (needs --metrics-listen)")
+	Group(fs, GroupOutput, "ui-baseline")
+}
+
 // CheckListen reports whether addr is a host:port a server can listen on
 // (the host may be empty, the port a number from 0 to 65535); it does not
 // listen.
