@@ -180,7 +180,7 @@ func metricValue(ctx context.Context, url, name string) (float64, bool) {
 	return 0, false
 }
 
-func simInFlight(ctx context.Context, base string) (int, bool) {
+func soakInFlight(ctx context.Context, base string) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/state", nil)
@@ -249,7 +249,7 @@ func TestSoak(t *testing.T) {
 	// for the simulator to see the load, then for the warm-up.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		n, _ := simInFlight(ctx, simBase)
+		n, _ := soakInFlight(ctx, simBase)
 		if n >= plan.sessions/2 {
 			break
 		}
@@ -277,7 +277,7 @@ func TestSoak(t *testing.T) {
 			case <-tick.C:
 			}
 			s := soakSample{at: time.Since(start), procs: map[string]procStat{}, goroutine: map[string]float64{}}
-			s.inFlight, _ = simInFlight(ctx, simBase)
+			s.inFlight, _ = soakInFlight(ctx, simBase)
 			procs := map[string]*proc{"coordinator": coord}
 			for i := range 4 {
 				procs[fmt.Sprintf("agent %d", i)] = agents[i]
