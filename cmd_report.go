@@ -20,8 +20,8 @@ import (
 func (c *cli) reportCmd() *cobra.Command {
 	var (
 		out, baseline, candidate, serve string
-		sla, fallback            time.Duration
-		png                      bool
+		sla, fallback                   time.Duration
+		png                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report PATH... [flags]",
