@@ -33,15 +33,21 @@ type soakPlan struct {
 	maxTokens int
 	// startup is the simulator's worker startup after a restart.
 	startup time.Duration
+	// replicas, maxBatch and kvBlocks size the simulator so that every
+	// session can decode at once (replicas x maxBatch >= sessions): the
+	// soak tests fleetbench, not an overloaded server's queue.
+	replicas, maxBatch, kvBlocks int
 }
 
 func soakPlanFromEnv(t *testing.T) soakPlan {
 	switch os.Getenv("FLEETBENCH_SOAK") {
 	case "full":
 		// Requests of 10 s and more: 400 tokens at the profile's 25-50 ms.
-		return soakPlan{sessions: 8000, measure: 10 * time.Minute, maxTokens: 400, startup: time.Minute}
+		return soakPlan{sessions: 8000, measure: 10 * time.Minute, maxTokens: 400, startup: time.Minute,
+			replicas: 32, maxBatch: 256, kvBlocks: 20000}
 	case "short":
-		return soakPlan{sessions: 400, measure: 100 * time.Second, maxTokens: 120, startup: 5 * time.Second}
+		return soakPlan{sessions: 400, measure: 100 * time.Second, maxTokens: 120, startup: 5 * time.Second,
+			replicas: 4, maxBatch: 128, kvBlocks: 8000}
 	default:
 		t.Skip("FLEETBENCH_SOAK is not set: `make soak` runs the full soak, FLEETBENCH_SOAK=short the short one")
 		return soakPlan{}
@@ -217,7 +223,8 @@ func TestSoak(t *testing.T) {
 	simAddr := freeAddr(t)
 	simBase := "http://" + simAddr
 	simProc := startProc(t, ctx, "sim", "", nil, nil, "--log-level", "warn", "sim", "--listen", simAddr,
-		"--replicas", "4", "--model", "sim-model", "--time-scale", "1", "--startup-time", plan.startup.String())
+		"--replicas", strconv.Itoa(plan.replicas), "--max-batch", strconv.Itoa(plan.maxBatch), "--kv-blocks", strconv.Itoa(plan.kvBlocks),
+		"--model", "sim-model", "--time-scale", "1", "--startup-time", plan.startup.String())
 	if err := waitHTTP(ctx, simBase+"/v1/models"); err != nil {
 		t.Fatalf("simulator: %v\n%s", err, simProc)
 	}
