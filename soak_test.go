@@ -583,10 +583,11 @@ func waitHTTP(ctx context.Context, url string) error {
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s: %w (last: %v)", url, ctx.Err(), err)
+			return fmt.Errorf("wait for %s: %w (last: %w)", url, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

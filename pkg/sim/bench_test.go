@@ -97,7 +97,10 @@ func serveForBench(spec string) int {
 		time.Sleep(time.Millisecond)
 	}
 	fmt.Println(s.URL())
-	<-done
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return 0
 }
 
