@@ -22,16 +22,17 @@ import (
 // histograms (10 histograms) of realistic spread.
 func benchReport(seq uint64, window uint32, seed int) *pb.ConnectRequest {
 	r := &pb.Report{Seq: seq, WindowId: window, Counters: &pb.Counters{Requests: 200, InputTokens: 20000, OutputTokens: 40000}}
-	enc := func(k int) []byte {
+	enc := func(k int) *pb.SparseHistogram {
 		h := hdr.Default.New()
 		for i := range 200 {
 			h.RecordValue(int64(1000 + (i*7919+k*104729+seed)%250000))
 		}
-		b, err := h.Encode()
-		if err != nil {
-			panic(err)
+		// As an agent sends it (agent/convert.go's sparseToPB).
+		s := h.Sparse()
+		return &pb.SparseHistogram{
+			LowestMicros: s.Config.LowestMicros, HighestMicros: s.Config.HighestMicros, SignificantFigures: int32(s.Config.SigFigs),
+			Counts: s.Counts, TotalCount: s.Total, Clamped: s.Clamped,
 		}
-		return b
 	}
 	for m := range 8 {
 		r.Metrics = append(r.Metrics, &pb.MetricHistogram{Metric: pb.Metric(m + 1), Histogram: enc(m)})
