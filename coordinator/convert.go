@@ -37,11 +37,7 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 	case *pb.ConnectRequest_Started:
 		return started{Window: v.Started.GetWindowId(), Offset: v.Started.GetOffset().AsDuration()}, nil
 	case *pb.ConnectRequest_Report:
-		w, err := windowFromPB(v.Report, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return report{Seq: v.Report.GetSeq(), Window: w}, nil
+		return reportFromPB(v.Report, cfg), nil
 	case *pb.ConnectRequest_Watermark:
 		return watermark{Window: v.Watermark.GetWindowId(), Seq: v.Watermark.GetSeq(), Finished: v.Watermark.GetFinished(), Epoch: v.Watermark.GetEpoch()}, nil
 	case *pb.ConnectRequest_Heartbeat:
@@ -60,6 +56,17 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 		return nil, fmt.Errorf("convert message: hello after the stream opened")
 	}
 	return nil, fmt.Errorf("convert message: unknown message %T", m.GetMsg())
+}
+
+// reportFromPB decodes a report, or returns a badReport when it cannot:
+// a bad report is refused alone, where failing the stream would make the
+// agent resend it, or give up, and lose every later report too.
+func reportFromPB(r *pb.Report, cfg hdr.Config) any {
+	w, err := windowFromPB(r, cfg)
+	if err != nil {
+		return badReport{Seq: r.GetSeq(), Window: r.GetWindowId(), Err: err}
+	}
+	return report{Seq: r.GetSeq(), Window: w}
 }
 
 // windowFromPB decodes a report into a record.Window, refusing histograms
