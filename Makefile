@@ -100,7 +100,9 @@ test-short: ## run the unit tests without lint or the race detector
 bench: ## run the benchmarks and print their figures (about 2 minutes)
 	@# Hot-path micro benchmarks at the default bench time.
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim)
-	@# The coordinator merging 100 agents' reports, twenty rounds.
+	@# The coordinator merging reports of 10 histograms: its own decode and merge, then 100
+	@# agents (a child process) over loopback gRPC, with and without histograms; twenty
+	@# rounds of 100 reports. Figures per report: cpu-ns, alloc-B, allocs.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=20x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
