@@ -191,7 +191,19 @@ type geometry struct {
 	countsLen       int
 }
 
+// defaultGeometry is Default's geometry, computed once: the coordinator
+// needs it for every histogram of every report (FromSparse).
+var defaultGeometry = computeGeometry(Default)
+
+// geometryOf returns c's geometry.
 func geometryOf(c Config) geometry {
+	if c == Default {
+		return defaultGeometry
+	}
+	return computeGeometry(c)
+}
+
+func computeGeometry(c Config) geometry {
 	subCountMag := int(math.Ceil(math.Log2(2 * math.Pow10(c.SigFigs))))
 	subHalfMag := max(subCountMag, 1) - 1
 	unit := uint(bits.Len64(uint64(c.LowestMicros)) - 1) // floor(log2(lowest))
