@@ -76,17 +76,27 @@ e2e: kube-build e2e-image ## run the end-to-end tests on a real node: image, dep
 	  $(E2E_TESTS)
 
 .PHONY: test
-test: lint check-generate kube-build e2e-image ## run every check and test, Kubernetes ones on a real local control plane with a real node
+test: lint check-generate kube-build e2e-image prometheus chromium ## run every check and test, Kubernetes ones on a real local control plane with a real node, Prometheus ones on a real Prometheus
 	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
 	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
 	  scripts/kube-env.sh install-node; \
 	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
-	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 \
+	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 FLEETBENCH_REQUIRE_CHROMIUM=1 \
 	    $(GO) test -race -count=1 -timeout 30m ./...; \
 	  $(E2E_TESTS)
+	@# The soak's short variant: separate processes under faults, alone.
+	FLEETBENCH_SOAK=short $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v .
 	@# The simulator's calibration, short variant, alone: its latencies are
 	@# wall clock and must not share the CPU with the suite above.
 	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^TestCalibrate$$' ./pkg/calibrate/
+
+.PHONY: prometheus
+prometheus: ## install Debian's prometheus package for the real Prometheus test, unless present (its service is not started)
+	scripts/prometheus.sh install
+
+.PHONY: chromium
+chromium: ## install Debian's chromium package for the real headless-browser test of the dashboard, unless present
+	scripts/chromium.sh install
 
 .PHONY: kube-build
 kube-build: ## build (once, cached outside the repo) the local Kubernetes control plane the tests use
@@ -100,12 +110,18 @@ test-short: ## run the unit tests without lint or the race detector
 bench: ## run the benchmarks and print their figures (about 2 minutes)
 	@# Hot-path micro benchmarks at the default bench time.
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim)
-	@# The coordinator merging reports of 10 histograms: its own decode and merge, then 100
-	@# agents (a child process) over loopback gRPC, with and without histograms; twenty
-	@# rounds of 100 reports. Figures per report: cpu-ns, alloc-B, allocs.
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=20x ./coordinator/
+	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, twenty
+	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
+	@# report) are the coordinator's alone, with and without histograms.
+	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=20x ./coordinator/
+	@# One report's merge at the coordinator, and what the Prometheus load metrics add to it.
+	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
+
+.PHONY: soak
+soak: ## 8,000 sessions for 10 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~15 min)
+	FLEETBENCH_SOAK=full $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v .
 
 .PHONY: calibrate
 calibrate: ## run the published Dynamo sweep on the simulator and compare every cell (~12 min)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/openai"
 	"github.com/fleetbench/fleetbench/pkg/wire"
 	"github.com/fleetbench/fleetbench/pkg/workload"
@@ -149,7 +150,7 @@ func TestSharedFlagsSameEverywhere(t *testing.T) {
 	shared := []string{"endpoint", "api-key-env", "workload", "dataset", "seed", "max-tokens", "think-time", "turns",
 		"session-header", "prompt-tokens", "documents", "natural-stop", "max-conversations", "min-messages", "shuffle", "output-len",
 		"user-model-url", "user-model", "user-model-key-env", "request-rate", "warmup", "duration",
-		"goodput", "threshold", "abort-on-fail", "fail-fast", "skip-preflight"}
+		"goodput", "threshold", "abort-on-fail", "fail-fast", "skip-preflight", "ui-baseline"}
 	for _, name := range shared {
 		var want *pflag.Flag
 		for cmd, fs := range map[string]*pflag.FlagSet{"run": runCmd.Flags(), "coordinator": coCmd.Flags(), "sweep": swCmd.Flags()} {
@@ -170,6 +171,27 @@ func TestSharedFlagsSameEverywhere(t *testing.T) {
 	for _, name := range []string{"cooldown"} {
 		if a, b := coCmd.Flags().Lookup(name).DefValue, swCmd.Flags().Lookup(name).DefValue; a != b {
 			t.Errorf("--%s default: coordinator %q, sweep %q", name, a, b)
+		}
+	}
+	// Shared by the agent too, and the same flag in every detail: one
+	// registration (flags.MetricsListen), one meaning.
+	agCmd := quietCLI().agentCmd()
+	for _, name := range []string{"metrics-listen"} {
+		var want *pflag.Flag
+		for _, cmd := range []struct {
+			name string
+			fs   *pflag.FlagSet
+		}{{"run", runCmd.Flags()}, {"coordinator", coCmd.Flags()}, {"sweep", swCmd.Flags()}, {"agent", agCmd.Flags()}} {
+			f := cmd.fs.Lookup(name)
+			switch {
+			case f == nil:
+				t.Errorf("%s has no --%s", cmd.name, name)
+			case want == nil:
+				want = f
+			case f.DefValue != want.DefValue || f.Usage != want.Usage || f.Value.Type() != want.Value.Type() || flags.GroupOf(f) != flags.GroupOf(want):
+				t.Errorf("--%s in %s: default %q, %q, group %s; in run: default %q, %q, group %s", name, cmd.name,
+					f.DefValue, f.Usage, flags.GroupOf(f), want.DefValue, want.Usage, flags.GroupOf(want))
+			}
 		}
 	}
 }
@@ -204,6 +226,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--on-loss", "maybe"}, exitUsage, "maybe"},
 		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--threshold", "ttft<1s"}, exitUsage, "unknown metric"},
 		{[]string{"agent"}, exitUsage, "--coordinator ADDR is required"},
+		{[]string{"run", "--out", "o", "--concurrency", "4", "--metrics-listen", "9090"}, exitUsage, `--metrics-listen "9090": want host:port`},
+		{[]string{"coordinator", "--target", "http://t:1", "--model", "m", "--metrics-listen", "localhost:http"}, exitUsage, "--metrics-listen"},
+		{[]string{"sweep", "--levels", "4", "--modes", "a", "--switch", "none", "--out", "o", "--metrics-listen", ":99999"}, exitUsage, "not a number from 0 to 65535"},
+		{[]string{"agent", "--coordinator", "c:7070", "--metrics-listen", "::1"}, exitUsage, "--metrics-listen"},
 		{[]string{"agent", "--bogus"}, exitUsage, "unknown flag"},
 		{[]string{"sim", "--router", "sideways"}, exitUsage, "sideways"},
 		{[]string{"probe"}, exitUsage, "--target URL is required"},

@@ -18,7 +18,7 @@ import (
 func (c *cli) agentCmd() *cobra.Command {
 	host, _ := os.Hostname()
 	cfg := agent.Config{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Index: -1, Version: version}
-	var tokenFile, endpoint, termLog string
+	var tokenFile, endpoint, termLog, metricsAddr string
 	var apiKeyEnv string
 	cmd := &cobra.Command{
 		Use:   "agent --coordinator ADDR [flags]",
@@ -32,13 +32,24 @@ func (c *cli) agentCmd() *cobra.Command {
 			if cfg.Coordinator == "" {
 				return usagef("--coordinator ADDR is required")
 			}
+			if err := checkMetricsListen(metricsAddr); err != nil {
+				return &usageError{err: err}
+			}
 			token, err := loadToken(tokenFile)
 			if err != nil {
 				return err
 			}
 			cfg.Token = token
+			// The agent's own health; the load it measures is exported,
+			// merged over the fleet, by the coordinator.
+			reg := newMetricsRegistry(metricsAddr)
+			_, stopMetrics, err := serveMetrics(cmd.Context(), metricsAddr, reg, c.logger)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			a, err := agent.New(cfg, agent.ClientBuilder(c.logger, apiKeyEnv, endpoint), c.logger,
-				agent.WithChecker(agent.EnvChecker(apiKeyEnv)))
+				agent.WithChecker(agent.EnvChecker(apiKeyEnv)), agent.WithRegisterer(registerer(reg)))
 			if err != nil {
 				return err
 			}
@@ -65,6 +76,7 @@ func (c *cli) agentCmd() *cobra.Command {
 	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the target's API key (default: the coordinator's --api-key-env, "+flags.DefaultAPIKeyEnv+"; unset variable: no key)")
 	fs.StringVar(&endpoint, "endpoint", "", "target endpoint: chat or completions (default: the coordinator's)")
 	flags.Group(fs, flags.GroupTarget, "api-key-env", "endpoint")
+	flags.MetricsListen(fs, &metricsAddr)
 	return cmd
 }
 

@@ -49,6 +49,7 @@ type coordinatorOptions struct {
 	warmup, duration, cooldown                    time.Duration
 	conversations                                 int
 	onLoss, listen, tokenFile, cert, key, metrics string
+	uiBaseline                                    string
 	kube                                          kubejob.Options
 	dryRun, skipPreflight                         bool
 	thresholds                                    []string
@@ -113,11 +114,12 @@ func (c *cli) newCoordinator() (*cobra.Command, *coordinatorOptions) {
 	flags.FailFast(fs, &o.cfg.FailFast)
 	flags.Goodput(fs, &o.goodput)
 	fs.StringVar(&o.cfg.OutDir, "out", o.cfg.OutDir, "directory for window-<id>.json files and stage-<i>/result.json")
-	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
+	flags.MetricsListen(fs, &o.metrics)
+	flags.UIBaseline(fs, &o.uiBaseline)
 	flags.Thresholds(fs, &o.thresholds, exitThresholds)
 	flags.AbortOnFail(fs, &o.abortOnFail)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without listening")
-	flags.Group(fs, flags.GroupOutput, "out", "metrics-listen", "dry-run")
+	flags.Group(fs, flags.GroupOutput, "out", "dry-run")
 	fs.StringVar(&o.listen, "listen", o.listen, "address to accept agents on")
 	fs.IntVar(&o.cfg.Agents, "agents", o.cfg.Agents, "agents to wait for before starting")
 	fs.StringVar(&o.onLoss, "on-loss", o.onLoss, "when an agent is lost: continue, rerun or fail")
@@ -159,6 +161,12 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 	}
 	if cfg.Spec.Model == "" {
 		return cfg, fmt.Errorf("--model is required with --target")
+	}
+	if err := checkMetricsListen(o.metrics); err != nil {
+		return cfg, err
+	}
+	if err := checkUIBaseline(o.uiBaseline, o.metrics); err != nil {
+		return cfg, err
 	}
 	cfg.Spec.Endpoint, cfg.Spec.APIKeyEnv = o.endpoint, o.apiKeyEnv
 	policy, err := coordinator.ParsePolicy(o.onLoss)
@@ -207,11 +215,17 @@ func (c *cli) coordinate(cmd *cobra.Command, o *coordinatorOptions, cfg coordina
 		c.logger.Warn("no token: any agent that reaches the listen address may join", "env", tokenEnv)
 	}
 	reg := newMetricsRegistry(o.metrics)
-	_, stopMetrics, err := serveMetrics(ctx, o.metrics, reg, c.logger)
+	dash, err := newDashboard("coordinator", o.metrics, token, o.uiBaseline, o.rate <= 0,
+		"the open loop's arrival rate is fixed (--request-rate)", c.logger)
+	if err != nil {
+		return err
+	}
+	_, stopMetrics, err := serveMetrics(ctx, o.metrics, reg, c.logger, dash.routes()...)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
+	defer dash.close() // before the server stops: a feed stream never goes idle
 	// With --kube-agents the agents are an Indexed Job; a fatal pod failure
 	// cancels ctx with the cause, and the Job is deleted on every exit.
 	ctx, kubeAgents, err := fleet.StartKube(ctx, c.logger, o.kube, &cfg)
@@ -224,7 +238,7 @@ func (c *cli) coordinate(cmd *cobra.Command, o *coordinatorOptions, cfg coordina
 		opts = append(opts, coordinator.WithRegisterer(reg))
 	}
 	res, runErr := fleet.Serve(ctx, c.logger, fleet.ServeConfig{
-		Coordinator: cfg, Options: opts, Listen: o.listen, Losses: kubeAgents.Losses(),
+		Coordinator: cfg, Options: opts, Listen: o.listen, Losses: kubeAgents.Losses(), Live: dash.fleetLive(),
 		Server: coordinator.ServerConfig{Token: token, CertFile: o.cert, KeyFile: o.key},
 	})
 	runErr = kubejob.Cause(ctx, runErr)

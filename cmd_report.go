@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/report"
+	"github.com/fleetbench/fleetbench/pkg/ui"
 )
 
 // reportCmd re-renders report.md, baseline.json and the charts from sweep
@@ -14,9 +20,9 @@ import (
 // one (mode, level) from different inputs are treated as runs.
 func (c *cli) reportCmd() *cobra.Command {
 	var (
-		out, baseline, candidate string
-		sla, fallback            time.Duration
-		png                      bool
+		out, baseline, candidate, serve string
+		sla, fallback                   time.Duration
+		png                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report PATH... [flags]",
@@ -35,6 +41,11 @@ func (c *cli) reportCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if sla < 0 || fallback < 0 {
 				return usagef("--sla and --fallback-sla must not be negative")
+			}
+			if serve != "" {
+				if err := flags.CheckListen(serve); err != nil {
+					return usagef("--serve %v", err)
+				}
 			}
 			if err := cmd.Context().Err(); err != nil {
 				return err
@@ -61,6 +72,9 @@ func (c *cli) reportCmd() *cobra.Command {
 				fmt.Fprintf(c.stdout, "fallback (%s): %s\n", r.Outcome.FallbackReason, r.Outcome.Fallback.Headline)
 			}
 			fmt.Fprintf(c.stdout, "report: %s\nbaseline: %s\n", r.Report, r.Baseline)
+			if serve != "" {
+				return c.serveResults(cmd.Context(), serve, out)
+			}
 			return nil
 		},
 	}
@@ -71,7 +85,38 @@ func (c *cli) reportCmd() *cobra.Command {
 	fs.StringVar(&baseline, "baseline", "", "baseline mode (default: the sweep's, else round_robin)")
 	fs.StringVar(&candidate, "candidate", "", "candidate mode (default: the sweep's, else kv)")
 	fs.BoolVar(&png, "png", false, "also write the charts as PNG")
+	fs.StringVar(&serve, "serve", "", "then serve the report as a web page on ADDR (host:port), in the live dashboard's style, until interrupted")
 	return cmd
+}
+
+// serveResults serves the rendered report directory on addr until ctx
+// ends.
+func (c *cli) serveResults(ctx context.Context, addr, dir string) error {
+	h, err := ui.ResultsHandler(dir)
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for the results page: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stdout, "serving the report at http://%s/ (Ctrl-C stops)\n", lis.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve the results page: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve the results page: %w", err)
+	}
+	return nil
 }
 
 func override(dst *time.Duration, v time.Duration) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,7 @@ type runOptions struct {
 	goodput                         string
 	pods                            scrape.Pods
 	extraBody, percentiles, arrival string
+	metrics, uiBaseline             string
 	burstiness                      float64
 	dryRun                          bool
 }
@@ -71,6 +73,19 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 			if o.dryRun {
 				return writeDryRun(c.stdout, rc.Plan())
 			}
+			reg := newMetricsRegistry(o.metrics)
+			dash, err := newDashboard("run", o.metrics, os.Getenv(tokenEnv), o.uiBaseline, !rc.Load.OpenLoop(),
+				"the open loop's arrival rate is fixed (--request-rate)", c.logger)
+			if err != nil {
+				return err
+			}
+			_, stopMetrics, err := serveMetrics(cmd.Context(), o.metrics, reg, c.logger, dash.routes()...)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			defer dash.close() // before the server stops: a feed stream never goes idle
+			rc.Registerer, rc.Live = registerer(reg), dash.fleetLive()
 			_, err = rc.Run(cmd.Context(), c.logger, c.stdout, c.stderr)
 			return err
 		},
@@ -117,6 +132,8 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringVar(&rc.ResultFile, "result-filename", "result.json", "name of the result file in --out")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated configuration and exit without sending load")
 	flags.Group(fs, flags.GroupOutput, "out", "save-requests", "percentiles", "label", "metadata", "result-filename", "dry-run")
+	flags.MetricsListen(fs, &o.metrics)
+	flags.UIBaseline(fs, &o.uiBaseline)
 
 	fs.IntVar(&rc.Agents, "agents", 0, "run the level with a coordinator and this many agents in this process, over loopback gRPC (0: one engine, no coordinator)")
 	flags.Group(fs, flags.GroupFleet, "agents")
@@ -208,6 +225,12 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 			return rc, fmt.Errorf("--percentiles %q: want numbers in (0, 100]", o.percentiles)
 		}
 		rc.Percentiles = append(rc.Percentiles, p)
+	}
+	if err := checkMetricsListen(o.metrics); err != nil {
+		return rc, err
+	}
+	if err := checkUIBaseline(o.uiBaseline, o.metrics); err != nil {
+		return rc, err
 	}
 	if rc.Client.BaseURL == "" && !fs.Changed("api-key-env") {
 		rc.Client.APIKeyEnv = "" // the built-in simulator takes no key

@@ -62,6 +62,9 @@ func (c *cli) newSweep() (*cobra.Command, *sweepOptions) {
 			if o.linger > 0 && spec.Fleet.MetricsListen == "" {
 				return usagef("--linger serves the results on the metrics port: give --metrics-listen too")
 			}
+			if err := checkUIBaseline(spec.Fleet.UIBaseline, spec.Fleet.MetricsListen); err != nil {
+				return &usageError{err: err}
+			}
 			return c.runSweep(cmd.Context(), o, spec)
 		},
 	}
@@ -204,13 +207,19 @@ func (c *cli) runSweep(ctx context.Context, o *sweepOptions, spec *sweep.Spec) e
 	}
 	reg := newMetricsRegistry(spec.Fleet.MetricsListen)
 	results := bundle.NewServer(spec.Output)
-	_, stopMetrics, err := serveMetrics(ctx, spec.Fleet.MetricsListen, reg, c.logger, route{bundle.Path, results})
+	dash, err := newDashboard("sweep", spec.Fleet.MetricsListen, token, spec.Fleet.UIBaseline, false,
+		"read-only during a sweep: the sweep sets each level", c.logger)
+	if err != nil {
+		return err
+	}
+	_, stopMetrics, err := serveMetrics(ctx, spec.Fleet.MetricsListen, reg, c.logger, append(dash.routes(), route{bundle.Path, results})...)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
+	defer dash.close() // before the server stops: a feed stream never goes idle
 	err = fleet.Sweep(ctx, c.logger, fleet.SweepConfig{
-		Spec: spec, Plan: plan, ID: id, Token: token, Kube: o.kube, Registerer: registerer(reg),
+		Spec: spec, Plan: plan, ID: id, Token: token, Kube: o.kube, Registerer: registerer(reg), Live: dash.fleetLive(),
 		Version: version, Stdout: c.stdout, Stderr: c.stderr,
 	})
 	outcome := "ok"

@@ -18,7 +18,7 @@ import (
 
 // docFiles are the documents whose fenced `fleetbench ...` commands must
 // run as written.
-var docFiles = []string{"README.md", "deploy/README.md", "docs/workloads.md", "docs/kube-env.md", "docs/design.md", "docs/server-metrics.md"}
+var docFiles = []string{"README.md", "deploy/README.md", "docs/workloads.md", "docs/kube-env.md", "docs/design.md", "docs/server-metrics.md", "docs/dashboard.md"}
 
 // docCommand is one command line from a document.
 type docCommand struct {
@@ -138,6 +138,11 @@ func docFixtures(t *testing.T, root, dir string) {
 		}
 	}
 	write("sweep.yaml", spec)
+	baseline, err := os.ReadFile(filepath.Join(root, "pkg/report/testdata/baseline.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join("out", "demo", "baseline.json"), baseline)
 	write("token", []byte("doc-test-token\n"))
 	for _, day := range []string{"day1", "day2", "day3"} {
 		write(filepath.Join("out", day, report.TSVName("20261125-000000")), tsv)

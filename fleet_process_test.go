@@ -15,8 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,8 +29,19 @@ import (
 // asMainEnv makes the test binary run fleetbench's main.
 const asMainEnv = "FLEETBENCH_TEST_AS_MAIN"
 
+// noFileEnv, with asMainEnv, sets the process's open-file limits (soft
+// and hard) before main runs, as a container runtime's LimitNOFILE would.
+const noFileEnv = "FLEETBENCH_TEST_NOFILE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" {
+		if n, err := strconv.ParseUint(os.Getenv(noFileEnv), 10, 64); err == nil {
+			rl := syscall.Rlimit{Cur: n, Max: n}
+			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+				fmt.Fprintln(os.Stderr, "set open-file limit:", err)
+				os.Exit(1)
+			}
+		}
 		main()
 	}
 	os.Exit(m.Run())
@@ -316,6 +329,29 @@ func TestProcessesNoKeyNeeded(t *testing.T) {
 	stdout := co.out.String()
 	if !strings.Contains(stdout, "Successful requests:") || !strings.Contains(stdout, "proc-agent-0 ready; warnings: credential: environment variable OPENAI_API_KEY is not set on this agent") {
 		t.Errorf("stdout:\n%s", stdout)
+	}
+}
+
+// TestProcessesAgentFileLimit: an agent whose hard open-file limit is
+// below its share of sessions (a container runtime's low LimitNOFILE)
+// says so, with both figures and what to raise, and the coordinator prints
+// it among the agents' warnings.
+func TestProcessesAgentFileLimit(t *testing.T) {
+	s := startSim(t)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	env := map[string]string{tokenEnv: "proc-token"}
+	co := startProc(t, ctx, "coordinator", "", nil, env, coordinatorArgs(addr, 1, s.URL(), "--model", "sim-model",
+		"--api-key-env", "", "--concurrency", "200", "--out", t.TempDir())...)
+	ag := startProc(t, ctx, "agent", "", nil, map[string]string{tokenEnv: "proc-token", noFileEnv: "128"}, agentArgs(addr, 0)...)
+	co.wait(t, time.Minute)
+	ag.wait(t, 30*time.Second)
+	for _, p := range []*proc{co, ag} {
+		out := p.out.String() + p.errb.String()
+		if !strings.Contains(out, "open-file limit (soft 128, hard 128) is below the 264 descriptors 200 sessions need") {
+			t.Errorf("%s does not report the open-file limit:\n%s", p.name, p)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -41,6 +42,8 @@ type Agent struct {
 	onAck    func(seq uint64)
 	onAssign func(Assignment)
 	check    Checker
+	reg      prometheus.Registerer
+	metrics  *metrics
 	ran      bool
 	certErr  atomic.Pointer[error] // set by the TLS handshake on a certificate it cannot verify
 }
@@ -72,6 +75,13 @@ func WithAssignmentHook(fn func(Assignment)) Option { return func(a *Agent) { a.
 // missing.
 func WithChecker(c Checker) Option { return func(a *Agent) { a.check = c } }
 
+// WithRegisterer registers the agent's health metrics with reg: its link
+// to the coordinator, reports sent and pending, streams and sessions in
+// flight, schedule lag (docs/metrics.md). Without it they are kept but not
+// exported. A registry takes one agent's metrics, unless each agent's
+// comes through prometheus.WrapRegistererWith with its own labels.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(a *Agent) { a.reg = reg } }
+
 // New validates cfg and returns an agent. logger may be nil.
 func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
@@ -93,6 +103,10 @@ func New(cfg Config, build Builder, logger hclog.Logger, opts ...Option) (*Agent
 	}
 	for _, o := range opts {
 		o(a)
+	}
+	var err error
+	if a.metrics, err = newMetrics(a.reg); err != nil {
+		return nil, fmt.Errorf("register agent metrics: %w", err)
 	}
 	return a, nil
 }
@@ -223,6 +237,31 @@ type loop struct {
 	checks     chan []Problem // the join check's result
 	checked    bool           // the join check has been started
 	fatal      *Problem       // the fatal problem told to the coordinator
+	silentStop *silentStop    // the load this agent stopped for the coordinator's silence
+}
+
+// silentStop is a stage's load stopped because the coordinator fell
+// silent.
+type silentStop struct {
+	stage int
+	epoch uint64
+	at    time.Time
+}
+
+// heardAfterSilence tells a coordinator that comes back after this agent
+// stopped its load for its silence: a fatal problem, so that it accounts
+// the sessions that did not run as lost (coverage, degraded window) and
+// moves them to the agents that kept running, instead of measuring a level
+// that was not there.
+func (l *loop) heardAfterSilence() {
+	st := l.silentStop
+	if st == nil || l.link == nil {
+		return
+	}
+	l.silentStop = nil
+	l.tell(Problem{Step: StepRun, Stage: st.stage, Epoch: st.epoch, Class: ClassEngine, Fatal: true,
+		Message: fmt.Sprintf("stopped its load %s ago after %s without word from the coordinator",
+			time.Since(st.at).Round(time.Second), l.a.cfg.CoordinatorTimeout)})
 }
 
 func newLoop(a *Agent) *loop {
@@ -272,8 +311,10 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 		case <-linkDone:
 			l.logger.Warn("connection to coordinator lost")
 			l.link = nil
+			l.a.metrics.connected.Set(0)
 		case m := <-in:
 			l.lastHeard = time.Now()
+			l.heardAfterSilence()
 			if err := l.handle(ctx, m); err != nil {
 				if errors.Is(err, errStop) {
 					return nil
@@ -318,6 +359,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 				l.logger.Warn("coordinator silent, stopping load", "timeout", l.a.cfg.CoordinatorTimeout)
 				l.eng.cancel()
 				l.eng.cancel = nil
+				l.silentStop = &silentStop{stage: l.eng.stage, epoch: l.eng.epoch, at: time.Now()}
 			}
 		}
 		if d := l.applyPhases(ctx, time.Now()); d > 0 {
@@ -333,6 +375,7 @@ func (l *loop) connected(ctx context.Context, lk *link) {
 		l.link.kill()
 	}
 	l.link = lk
+	l.a.metrics.connected.Set(1)
 	l.lastHeard = time.Now()
 	if lk.welcome.Heartbeat > 0 {
 		l.heartbeat = lk.welcome.Heartbeat
@@ -341,6 +384,7 @@ func (l *loop) connected(ctx context.Context, lk *link) {
 	l.logger.Info("connected to coordinator", "index", lk.welcome.Index, "acked_seq", lk.welcome.Acked, "resending", len(l.pending))
 	for _, p := range l.pending {
 		lk.send(report{Seq: p.seq, Window: p.w})
+		l.a.metrics.reports.Inc()
 	}
 	if l.lastWM != nil {
 		lk.send(*l.lastWM)
@@ -378,6 +422,7 @@ func (l *loop) ack(seq uint64) {
 		n++
 	}
 	l.pending = l.pending[n:]
+	l.a.metrics.pending.Set(float64(len(l.pending)))
 	if l.a.onAck != nil {
 		l.a.onAck(seq)
 	}
@@ -474,6 +519,12 @@ func (l *loop) onBuilt(ctx context.Context, b built) {
 	}
 	l.eng.epoch = b.asg.Epoch
 	l.logger.Info("stage ready", "stage", b.asg.Stage, "concurrency", b.asg.Concurrency, "index", b.asg.Index, "members", len(b.asg.Members))
+	if err := load.CheckFileLimit(b.asg.Concurrency); err != nil {
+		// A warning, not a failure: the sessions that get a descriptor
+		// run, and the coordinator says why the others fail.
+		l.logger.Warn("open-file limit too low for this agent's sessions", "error", err)
+		l.tell(Problem{Step: StepBuild, Stage: b.asg.Stage, Epoch: b.asg.Epoch, Class: ClassEngine, Message: err.Error()})
+	}
 	if l.link != nil {
 		l.link.send(ready{Epoch: b.asg.Epoch})
 	}
@@ -623,13 +674,22 @@ func (l *loop) flush() {
 	for _, w := range l.a.rec.Drain() {
 		l.seq++
 		l.pending = append(l.pending, pending{seq: l.seq, w: w})
+		l.a.metrics.drained(w)
 		if l.a.onReport != nil {
 			l.a.onReport(l.seq, w)
 		}
 		if l.link != nil {
 			l.link.send(report{Seq: l.seq, Window: w})
+			l.a.metrics.reports.Inc()
 		}
 	}
+	l.a.metrics.pending.Set(float64(len(l.pending)))
+	var st load.Stats
+	if !l.eng.finished {
+		st = l.eng.e.Stats()
+	}
+	l.a.metrics.streams.Set(float64(st.InFlight))
+	l.a.metrics.sessions.Set(float64(st.Sessions))
 	if ok {
 		l.lastWM = &watermark{Window: wm, Seq: l.seq, Finished: l.eng.finished, Epoch: l.eng.epoch}
 		if l.link != nil {
@@ -659,6 +719,7 @@ func (l *loop) shutdown() {
 	if l.link != nil {
 		l.link.closeSend(5 * time.Second)
 	}
+	l.a.metrics.connected.Set(0)
 	// What this process reported, for an operator (or a test) to compare
 	// with the coordinator's applied count: unacked reports are lost
 	// unless the coordinator saw them before it went away.

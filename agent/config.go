@@ -22,8 +22,13 @@ const (
 	// otherwise.
 	DefaultHeartbeatInterval = time.Second
 	// DefaultCoordinatorTimeout is how long the agent keeps its load running
-	// without hearing from the coordinator; then it stops sending new turns.
-	DefaultCoordinatorTimeout = 5 * time.Second
+	// without hearing from the coordinator; then it stops sending new
+	// turns. Long enough to ride out a stalled or briefly cut-off
+	// coordinator (the soak stops it for 5 s), short enough that a dead
+	// one does not leave the target loaded for long. An agent that did
+	// stop tells the coordinator when it hears it again (a fatal problem:
+	// its sessions are accounted as lost and move to the others).
+	DefaultCoordinatorTimeout = 30 * time.Second
 	// DefaultBackoffBase and DefaultBackoffMax bound the reconnect backoff.
 	DefaultBackoffBase = 100 * time.Millisecond
 	DefaultBackoffMax  = 5 * time.Second

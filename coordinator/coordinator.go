@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetbench/fleetbench/pkg/prom"
 )
 
 // Errors returned to agents at join; the edge maps them to status codes.
@@ -47,6 +49,7 @@ type Coordinator struct {
 	events  chan event
 	done    chan struct{} // closed when Run's loop has ended
 	reg     prometheus.Registerer
+	live    prom.Sink
 	metrics *metrics
 	ran     sync.Once
 	conns   sync.WaitGroup // stream goroutines of the edge
@@ -58,11 +61,20 @@ type Option func(*Coordinator)
 // WithClock makes the coordinator read time from now (tests).
 func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.now = now } }
 
-// WithRegisterer registers the coordinator's metrics (agents connected,
-// reports applied and duplicate, windows closed, late requests, agents
-// lost, the last measured window's TTFT) with reg. Without it they are
-// kept but not exported. A registry takes one coordinator's metrics.
+// WithRegisterer registers the coordinator's metrics with reg: its own
+// workings (agents connected, reports applied and duplicate, windows
+// closed, late requests, agents lost, the last measured window's TTFT) and
+// the fleet's load merged from every report the windows merge (pkg/prom's
+// Load: requests, tokens, latency histograms by mode, level and phase).
+// Without it they are kept but not exported. A registry takes one
+// coordinator's metrics.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *Coordinator) { c.reg = reg } }
+
+// WithLive hands the live view (pkg/ui's feed) every call the load
+// metrics get, from Run's loop: each report merged, under its window's
+// mode, level and phase, the stage, its target and the sessions in flight.
+// live must return quickly.
+func WithLive(live prom.Sink) Option { return func(c *Coordinator) { c.live = live } }
 
 // New validates cfg and returns a coordinator. logger may be nil.
 func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) {
@@ -83,7 +95,7 @@ func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) 
 		o(c)
 	}
 	var err error
-	if c.metrics, err = newMetrics(c.reg); err != nil {
+	if c.metrics, err = newMetrics(c.reg, c.live); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -159,6 +171,7 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 		}
 		done := r.step(c.now())
 		c.metrics.agents.Set(float64(len(r.byIndex)))
+		c.metrics.load.SetInFlight(r.inFlight())
 		if done {
 			return r.result(), r.err
 		}

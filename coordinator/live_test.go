@@ -662,3 +662,139 @@ func TestLostAgentLeavesNoConversationUnrun(t *testing.T) {
 		t.Error("no restarted turns")
 	}
 }
+
+// pausedProxy forwards TCP between an agent and the coordinator and can
+// hold every byte for a while without closing anything: what a stalled
+// coordinator or a congested network looks like from the agent.
+type pausedProxy struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	gate chan struct{} // closed while forwarding
+}
+
+func newPausedProxy(t *testing.T, target string) *pausedProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pausedProxy{ln: ln, gate: make(chan struct{})}
+	close(p.gate)
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				g := p.gate
+				p.mu.Unlock()
+				<-g
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				dst.Close()
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.resume() })
+	return p
+}
+
+func (p *pausedProxy) pause() {
+	p.mu.Lock()
+	p.gate = make(chan struct{})
+	p.mu.Unlock()
+}
+
+func (p *pausedProxy) resume() {
+	p.mu.Lock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
+	p.mu.Unlock()
+}
+
+// TestAgentTellsItStoppedForSilence: the coordinator is alive but its
+// words are held back longer than the agent's coordinator timeout, so the
+// agent stops its load. When the words arrive again, the agent says so at
+// once and the coordinator accounts it as a failed agent (here the only
+// one: the run fails naming why), instead of measuring a level that did
+// not run.
+func TestAgentTellsItStoppedForSilence(t *testing.T) {
+	const coordTimeout = time.Second
+	target := &countingTarget{pause: 50 * time.Millisecond}
+	c, err := coordinator.New(coordinator.Config{
+		Agents: 1, HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Hour, StartDelay: 50 * time.Millisecond,
+		Stages: []coordinator.Stage{{Level: 4, Duration: time.Hour}},
+	}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := c.NewServer(coordinator.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	proxy := newPausedProxy(t, lis.Addr().String())
+	runErr := make(chan error, 1)
+	go func() { _, err := c.Run(ctx); runErr <- err }()
+
+	a, err := agent.New(agent.Config{
+		ID: "a", Index: 0, Coordinator: proxy.ln.Addr().String(), CoordinatorTimeout: coordTimeout, DrainTimeout: 200 * time.Millisecond,
+		ReportInterval: 100 * time.Millisecond, BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	}, func(context.Context, agent.Spec) (agent.Target, error) {
+		return agent.Target{Source: scriptSource{turns: 1000}, Streamer: target.streamer()}, nil
+	}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = a.Run(ctx) }()
+	for target.inflight.Load() < 4 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("load never started")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	proxy.pause()
+	time.Sleep(coordTimeout + time.Second)
+	if n := target.inflight.Load(); n > 0 {
+		t.Fatalf("%d requests in flight %v into the coordinator's silence: the agent did not stop", n, coordTimeout+time.Second)
+	}
+	proxy.resume()
+	select {
+	case err := <-runErr:
+		if err == nil || !strings.Contains(err.Error(), "without word from the coordinator") {
+			t.Fatalf("Run = %v; want the agent's failure, saying it stopped for the coordinator's silence", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the coordinator did not hear that the agent stopped its load")
+	}
+}

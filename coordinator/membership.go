@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/shard"
 )
 
@@ -201,9 +203,15 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 	}
 	r.metrics.reportsApplied.Inc()
 	closed := w.closed
-	if err := w.apply(m, rep.Window, r.out); err != nil {
+	err := w.apply(m, rep.Window, r.out)
+	if err != nil {
 		r.metrics.mergeErrors.Inc()
 		m.logger.Error("merge report", "window", w.id, "error", err)
+	}
+	if !errors.Is(err, hdr.ErrConfigMismatch) {
+		// What the window merged, late reports included (the results
+		// count them too); a report of another geometry merged nothing.
+		r.metrics.load.Add(rep.Window, loadLabels(w.kind, w.mode, w.level))
 	}
 	if closed {
 		r.metrics.lateRequests.Add(float64(rep.Window.Counters.Requests + rep.Window.Counters.Failed))

@@ -6,13 +6,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetbench/fleetbench/pkg/prom"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
-// metrics are the coordinator's Prometheus collectors. They are updated
-// only from Run's loop; the collectors themselves are safe for concurrent
-// scrapes.
+// metrics are the coordinator's Prometheus collectors: its own workings,
+// and the fleet's load merged from the agents' reports (load: the
+// Prometheus load metrics, and the live view of WithLive when set). They
+// are updated only from Run's loop; the collectors themselves are safe for
+// concurrent scrapes.
 type metrics struct {
+	load             prom.Sink
 	agents           prometheus.Gauge
 	reportsApplied   prometheus.Counter
 	reportsDuplicate prometheus.Counter
@@ -26,8 +30,13 @@ type metrics struct {
 
 // newMetrics creates the collectors and registers them with reg (nil:
 // they are created but not exported).
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, live prom.Sink) (*metrics, error) {
+	load, err := prom.NewLoad(reg)
+	if err != nil {
+		return nil, err
+	}
 	m := &metrics{
+		load: prom.Tee(load, live),
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetbench_coordinator_agents_connected",
 			Help: "Agents connected and taking part in the run (lost agents excluded).",
@@ -93,4 +102,14 @@ func (m *metrics) windowClosed(w *window) {
 	}
 	m.ttftP50.WithLabelValues(w.mode).Set(h.Percentile(50).Seconds())
 	m.ttftP95.WithLabelValues(w.mode).Set(h.Percentile(95).Seconds())
+}
+
+// loadLabels are the labels, in the load metrics, of the data of a
+// window of kind at level in mode.
+func loadLabels(kind Kind, mode string, level int) prom.Labels {
+	phase := prom.PhaseMeasure
+	if kind == KindWarmup {
+		phase = prom.PhaseWarmup
+	}
+	return prom.Labels{Mode: mode, Level: level, Phase: phase}
 }

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
 // TestMetricsOfARun runs two agents through one stage with a registry and
@@ -24,6 +27,10 @@ func TestMetricsOfARun(t *testing.T) {
 		agents:  2,
 		builder: scriptedBuilder(2, 0),
 		opts:    []coordinator.Option{coordinator.WithRegisterer(reg)},
+		// Each agent's health goes to the same registry under its id.
+		agentOpts: func(i int) []agent.Option {
+			return []agent.Option{agent.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"agent": fmt.Sprintf("agent-%d", i)}, reg))}
+		},
 		cfg: coordinator.Config{Stages: []coordinator.Stage{{
 			Level: 4, Mode: "kv", Duration: 5 * time.Minute, Conversations: 40,
 		}}},
@@ -84,6 +91,59 @@ fleetbench_coordinator_late_requests_total 0
 	}
 	if windows := gatheredSum(t, reg, "fleetbench_coordinator_windows_closed_total"); int(windows) != len(res.Windows) {
 		t.Errorf("windows closed %v, want the run's %d windows", windows, len(res.Windows))
+	}
+	// The fleet-wide load: the measured phase's counters and histograms
+	// hold exactly what the stage's merged result holds.
+	measured := res.Stages[0].Measured
+	var requests, ttftCount float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["phase"] != "measure" || labels["mode"] != "kv" || labels["level"] != "4" {
+				continue
+			}
+			switch mf.GetName() {
+			case "fleetbench_requests_total":
+				requests += m.GetCounter().GetValue()
+			case "fleetbench_ttft_seconds":
+				ttftCount += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	if want := measured.Counters.Requests + measured.Counters.Failed; requests != float64(want) || want == 0 {
+		t.Errorf("fleetbench_requests_total{phase=measure} = %v, want the stage's %d", requests, want)
+	}
+	if want := measured.Hist[record.TTFT].Count(); ttftCount != float64(want) {
+		t.Errorf("fleetbench_ttft_seconds{phase=measure} count %v, want the stage's %d", ttftCount, want)
+	}
+	if n, err := testutil.GatherAndCount(reg, "fleetbench_stage_info"); err != nil || n != 0 {
+		t.Errorf("stage info series after the run: %d, %v", n, err)
+	}
+	// The agents' own health: every applied report was sent, the lag
+	// histogram counts every request of both, and neither is connected
+	// once the run is over.
+	if sent := gatheredSum(t, reg, "fleetbench_agent_reports_sent_total"); sent < float64(reports) {
+		t.Errorf("agents sent %v reports, the coordinator applied %d", sent, reports)
+	}
+	if n, err := testutil.GatherAndCount(reg, "fleetbench_agent_reports_sent_total"); err != nil || n != 2 {
+		t.Errorf("reports sent series %d (%v), want one per agent", n, err)
+	}
+	if c := gatheredSum(t, reg, "fleetbench_agent_connected"); c != 0 {
+		t.Errorf("agents connected after the run: %v", c)
+	}
+	var lagCount uint64
+	for _, mf := range mfs {
+		if mf.GetName() == "fleetbench_agent_schedule_lag_seconds" {
+			for _, m := range mf.GetMetric() {
+				lagCount += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if lagCount == 0 {
+		t.Error("the agents' schedule lag histograms are empty")
 	}
 }
 

@@ -95,6 +95,7 @@ func (r *run) handle(e event, now time.Time) {
 		}
 		r.logger.Info("changing concurrency", "from", r.level, "to", e.level)
 		r.level = e.level
+		r.metrics.load.SetTarget(e.level)
 		r.reshard(nil, now)
 	}
 }
@@ -171,6 +172,19 @@ func (r *run) step(now time.Time) bool {
 	}
 	r.noteAgents()
 	return r.state == stDone
+}
+
+// inFlight is the sessions the agents said they run in their last
+// heartbeats, while a stage runs.
+func (r *run) inFlight() int {
+	if r.state != stRunning && r.state != stDraining {
+		return 0
+	}
+	n := 0
+	for _, m := range r.byIndex {
+		n += len(m.active)
+	}
+	return n
 }
 
 // noteAgents tells OnAgents how many agents are ready, when that changed.

@@ -92,6 +92,11 @@ func (r *run) schedule(now time.Time) {
 		st.bounds, st.kinds = append(st.bounds, t), append(st.kinds, KindMeasure)
 	}
 	st.ends = measureEnd
+	// The stage's series exist, at 0, from before its first report, so
+	// rate() and increase() over them count every request.
+	for _, k := range slices.Compact(slices.Clone(st.kinds)) {
+		r.metrics.load.Touch(loadLabels(k, st.stage.Mode, r.level))
+	}
 	r.measureSpan(st.ends)
 	r.state = stRunning
 	r.logger.Info("stage scheduled", "stage", st.idx, "start_at", st.start, "windows", len(st.bounds))
@@ -139,6 +144,9 @@ func (r *run) advance(now time.Time) {
 		if w.stage == st.idx && !w.start.After(now) {
 			st.cur = w
 		}
+	}
+	if st.cur != nil {
+		r.metrics.load.SetStage(loadLabels(st.cur.kind, st.cur.mode, st.cur.level), r.level)
 	}
 	if r.cfg.FailFast > 0 && !st.judged && !now.Before(st.start.Add(r.cfg.FailFast)) {
 		st.judged = true
@@ -349,6 +357,7 @@ func (r *run) endStage(now time.Time) {
 // result and hands it over.
 func (r *run) closeStage(interrupted bool) {
 	st := r.st
+	r.metrics.load.ClearStage()
 	st.res.Interrupted = interrupted
 	st.res.Agents = r.statuses()
 	st.res.Measured = record.NewWindow(0, r.cfg.Histogram)

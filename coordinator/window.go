@@ -46,6 +46,10 @@ type coverage struct {
 	reports     int
 	rejected    int
 	requests    int64
+	// earlier and gap carry the stints before a loss that the same
+	// process came back from (a cut connection): the seconds it ran and
+	// the seconds it was away.
+	earlier, gap time.Duration
 }
 
 func newWindow(id uint32, stage int, kind Kind, start time.Time, cfg hdr.Config) *window {
@@ -58,11 +62,21 @@ func newWindow(id uint32, stage int, kind Kind, start time.Time, cfg hdr.Config)
 
 // addMember records that m runs load in the window from t on.
 func (w *window) addMember(m *member, t time.Time) {
-	if c, ok := w.cover[m]; ok && !c.lost {
-		return
-	}
 	if t.Before(w.start) {
 		t = w.start
+	}
+	c, ok := w.cover[m]
+	switch {
+	case ok && !c.lost:
+		return
+	case ok:
+		// The same process is back after a loss: its reports and seconds
+		// so far stay, the time it was away is lost time.
+		to := later(c.lostAt, later(c.from, w.start))
+		c.earlier += to.Sub(later(c.from, w.start))
+		c.gap += max(t.Sub(to), 0)
+		c.from, c.lost, c.lostAt = t, false, time.Time{}
+		return
 	}
 	w.cover[m] = &coverage{id: m.id, incarnation: m.incarnation, index: m.index, from: t}
 }
@@ -159,13 +173,13 @@ func (w *window) result() *WindowResult {
 func (c *coverage) result(start, end time.Time) Coverage {
 	from := later(c.from, start)
 	to := end
-	lost := 0.0
+	lost := c.gap.Seconds()
 	if c.lost && c.lostAt.Before(end) {
 		to = later(c.lostAt, from)
-		lost = end.Sub(to).Seconds()
+		lost += end.Sub(to).Seconds()
 	}
 	return Coverage{
-		Agent: c.id, Incarnation: c.incarnation, Index: c.index, Seconds: max(to.Sub(from).Seconds(), 0),
+		Agent: c.id, Incarnation: c.incarnation, Index: c.index, Seconds: c.earlier.Seconds() + max(to.Sub(from).Seconds(), 0),
 		LostSeconds: lost, Reports: c.reports, Rejected: c.rejected, Requests: c.requests, Lost: c.lost,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -74,7 +75,8 @@ type Config struct {
 	// this process (empty Endpoints: none; coordinator.Config's
 	// OnMeasureSpan drives it). Run itself does not read them.
 	Scrape scrape.Config
-	// Registerer, when set, takes the coordinator's metrics.
+	// Registerer, when set, takes the coordinator's metrics and, each
+	// under an "agent" label of its id, the local agents'.
 	Registerer prometheus.Registerer
 	// Version is fleetbench's, which local agents report when they join.
 	Version string
@@ -85,6 +87,10 @@ type Config struct {
 	SLO         result.SLO
 	KeyRequired bool
 	FailFast    time.Duration
+	// Live, when set, is the live dashboard: it is fed the coordinator's
+	// merged load and the agents' reports, and given the coordinator as
+	// what changes the running level.
+	Live *Live
 }
 
 // Remote is a fleet of external agents. It is a plain value.
@@ -151,10 +157,12 @@ func Run(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinator.Res
 	// Local agents report every AgentReportInterval; a window whose
 	// watermarks are missing after a few seconds has lost its agent.
 	ccfg.Grace = 5 * time.Second
-	co, err := coordinator.New(ccfg, logger, cfg.coordinatorOptions()...)
+	opts0 := cfg.Live.wire(&ccfg, cfg.coordinatorOptions())
+	co, err := coordinator.New(ccfg, logger, opts0...)
 	if err != nil {
 		return nil, err
 	}
+	defer cfg.Live.attach(co)()
 	build := func(context.Context, agent.Spec) (agent.Target, error) {
 		// Close is nil: the client outlives the stages and is closed
 		// when the fleet ends.
@@ -165,8 +173,14 @@ func Run(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinator.Res
 		opts = append(opts, agent.WithObserver(cfg.Observe))
 	}
 	start := func(ctx context.Context, addr string, i int) error {
+		id := fmt.Sprintf("local-%d", i)
+		opts := opts
+		if cfg.Registerer != nil {
+			// Every local agent's health, each under its id.
+			opts = append(slices.Clip(opts), agent.WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"agent": id}, cfg.Registerer)))
+		}
 		a, err := agent.New(agent.Config{
-			ID: fmt.Sprintf("local-%d", i), Index: i, Version: cfg.Version, Coordinator: addr, Token: token,
+			ID: id, Index: i, Version: cfg.Version, Coordinator: addr, Token: token,
 			ReportInterval: AgentReportInterval,
 		}, build, logger, opts...)
 		if err != nil {
@@ -209,7 +223,7 @@ func runRemote(ctx context.Context, logger hclog.Logger, cfg Config) (*coordinat
 	ccfg := cfg.coordinatorConfig()
 	ccfg.Agents, ccfg.JoinTimeout = rf.Agents, rf.JoinTimeout
 	return Serve(ctx, logger, ServeConfig{
-		Coordinator: ccfg, Options: cfg.coordinatorOptions(), Listen: rf.Listen, Losses: rf.Losses,
+		Coordinator: ccfg, Options: cfg.coordinatorOptions(), Listen: rf.Listen, Losses: rf.Losses, Live: cfg.Live,
 		Server: coordinator.ServerConfig{Token: rf.Token, CertFile: rf.CertFile, KeyFile: rf.KeyFile},
 	})
 }

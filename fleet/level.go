@@ -18,11 +18,13 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/progress"
+	"github.com/fleetbench/fleetbench/pkg/prom"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
+	"github.com/fleetbench/fleetbench/pkg/ui"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -206,6 +208,23 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if !c.SLO.IsZero() {
 		rec.SetGood(c.SLO.Good)
 	}
+	var sink prom.Sink
+	if c.Registerer != nil {
+		ld, err := prom.NewLoad(c.Registerer)
+		if err != nil {
+			return nil, err
+		}
+		sink = ld
+	}
+	if c.Live != nil && c.Live.Feed != nil {
+		sink = prom.Tee(sink, c.Live.Feed)
+	}
+	// The level asked for: the closed loop's sessions (0 in the open loop).
+	level := c.Load.Concurrency
+	if c.Load.OpenLoop() {
+		level = 0
+	}
+	mtr := newMeter(rec, sink, logger, c.Label, level)
 	origin := time.Now().Add(c.Warmup)
 	peaks := result.NewPeaks(origin)
 	tally := newTally()
@@ -226,7 +245,11 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if c.SingleTurn {
 		opts = append(opts, load.WithSingleTurn())
 	}
-	eng, err := load.New(c.engineConfig(), src, cl, rec, logger, opts...)
+	ecfg := c.engineConfig()
+	if err := load.CheckFileLimit(ecfg.Concurrency); err != nil {
+		logger.Warn("open-file limit too low for the sessions", "error", err)
+	}
+	eng, err := load.New(ecfg, src, cl, rec, logger, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +293,7 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	var judge func(now time.Time) bool
 	if j := c.earlyJudge(); j != nil {
 		judge = func(now time.Time) bool {
-			w := rec.Peek(windowMeasure)
+			w := mtr.peek(windowMeasure)
 			if w == nil || now.Before(origin) {
 				return true
 			}
@@ -285,9 +308,15 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	wg.Go(func() {
 		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun, judge)
 	})
+	mctx, stopMeter := context.WithCancel(ctx)
+	wg.Go(func() { mtr.run(mctx, eng, c.Load.OpenLoop(), c.Warmup > 0) })
+	if !c.Load.OpenLoop() {
+		defer c.Live.attach(ui.ControllerFunc(func(_ context.Context, n int) error { return eng.SetConcurrency(n) }))()
+	}
 	runErr := eng.Run(runCtx)
 	close(ran)
 	stopDisplay()
+	stopMeter()
 	wg.Wait()
 	end := time.Now()
 	if failFast != nil {
@@ -300,7 +329,12 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	logErr := env.closeRequestLog()
 
 	interrupted := ctx.Err() != nil || stopped.Load()
-	w := measured(rec)
+	// The last intervals reach the metrics too, before the result is
+	// written.
+	w, err := mtr.measured()
+	if err != nil {
+		return nil, errors.Join(err, logErr)
+	}
 	if w == nil || w.Counters.Requests+w.Counters.Failed == 0 {
 		return nil, r.nothingMeasured(ctx, logErr)
 	}
@@ -421,16 +455,6 @@ func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Eng
 			r.logger.Info("warm-up done, measuring", "duration", r.cfg.Duration)
 		}
 	}
-}
-
-// measured returns the measurement window from the recorder, nil if empty.
-func measured(rec *record.Recorder) *record.Window {
-	for _, w := range rec.Drain() {
-		if w.ID == windowMeasure {
-			return w
-		}
-	}
-	return nil
 }
 
 // nothingMeasured is the outcome of a run whose measurement window saw no

@@ -62,7 +62,8 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 			_ = reqLog.Write(s) // the first error is sticky; Close reports it
 		}
 	}
-	stage := coordinator.Stage{Level: c.Load.Concurrency, RequestRate: c.Load.RequestRate, Warmup: c.Warmup, Duration: c.Duration}
+	// The label names the mode, as the single engine's metrics do.
+	stage := coordinator.Stage{Level: c.Load.Concurrency, RequestRate: c.Load.RequestRate, Warmup: c.Warmup, Duration: c.Duration, Mode: c.Label}
 	if c.Load.OpenLoop() {
 		stage.Level = 0
 	}
@@ -73,7 +74,7 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 		Agents: c.Agents, Stages: []coordinator.Stage{stage}, Client: c.clientConfig(target, model), Source: src,
 		Workload:      workload.Config{Seed: wl.Seed, MaxTokens: wl.MaxTokens, SessionHeader: wl.SessionHeader},
 		EngineOptions: engOpts, Observe: observe, Version: c.Version, SLO: c.SLO, FailFast: c.FailFast,
-		Judge: c.earlyJudge(),
+		Judge: c.earlyJudge(), Registerer: c.Registerer, Live: c.Live,
 	}
 	ss, stopScrape, err := r.startScrape(ctx, env)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -80,6 +82,14 @@ type RunConfig struct {
 	// start and end of the measurement (empty Endpoints: none);
 	// scrape.SimEndpoint is the in-process simulator's.
 	Scrape scrape.Config
+	// Registerer, when set, takes the run's Prometheus metrics: the load
+	// (pkg/prom) from the engine's recorder every MetricsInterval, or
+	// with Agents the coordinator's and the agents' metrics.
+	Registerer prometheus.Registerer
+	// Live, when set, is the live dashboard: fed the same load as the
+	// metrics, and given what changes the level (the closed loop's
+	// engine, or the coordinator with Agents).
+	Live *Live
 }
 
 // SimConfig is the built-in simulator a run starts in-process when it
@@ -214,7 +224,8 @@ func (c RunConfig) validateAgents() error {
 
 // clientConfig is the streaming client's configuration for target. The
 // connection cap matches the sessions in flight so net/http does not dial a
-// spare connection per session while another is being returned to the pool.
+// spare connection per session while another is being returned to the pool
+// (no cap when the dashboard may change the level).
 func (c RunConfig) clientConfig(target, model string) client.Config {
 	cfg := c.Client
 	cfg.BaseURL, cfg.Model, cfg.MaxTokens = target, model, c.Workload.MaxTokens
@@ -222,6 +233,11 @@ func (c RunConfig) clientConfig(target, model string) client.Config {
 		cfg.MaxConnsPerHost = c.Load.MaxConcurrency // 0: uncapped arrivals, no cap
 	} else {
 		cfg.MaxConnsPerHost = c.Load.Concurrency
+	}
+	if c.Live != nil && c.Live.Control != nil {
+		// The dashboard may raise the level while the run goes on: a cap
+		// at the starting level would hold the sessions above it back.
+		cfg.MaxConnsPerHost = 0
 	}
 	return cfg
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -28,6 +29,8 @@ type ServeConfig struct {
 	// coordinator (Coordinator.AgentLost) so their sessions move at once.
 	// It may stay open: Serve stops reading it when the run ends.
 	Losses <-chan Loss
+	// Live, when set, is the live dashboard (see Config.Live).
+	Live *Live
 }
 
 // Serve creates the coordinator of sc, serves it on sc.Listen and runs it
@@ -42,10 +45,13 @@ type ServeConfig struct {
 // still open after sc.Server.GracefulStop. Every goroutine Serve starts
 // has ended when it returns.
 func Serve(ctx context.Context, logger hclog.Logger, sc ServeConfig) (*coordinator.Result, error) {
-	co, err := coordinator.New(sc.Coordinator, logger, sc.Options...)
+	ccfg := sc.Coordinator
+	opts := sc.Live.wire(&ccfg, slices.Clip(sc.Options))
+	co, err := coordinator.New(ccfg, logger, opts...)
 	if err != nil {
 		return nil, err
 	}
+	defer sc.Live.attach(co)()
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", sc.Listen)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/ui"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -42,6 +43,10 @@ type SweepConfig struct {
 	// Registerer, when set, takes the coordinator's and the sweep's
 	// metrics.
 	Registerer prometheus.Registerer
+	// Live, when set, is the live dashboard: fed the fleet's merged load
+	// and the sweep's progress (its level control is never used: the
+	// sweep sets each level).
+	Live *Live
 	// Version is fleetbench's, recorded in the results.
 	Version string
 	// Stdout receives the summary and headline; Stderr the live status.
@@ -197,10 +202,32 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	} else {
 		fc.Observe = live.Observe
 	}
+	onStatus := display.Update
+	if cfg.Live != nil && cfg.Live.Feed != nil {
+		fc.Live = &Live{Feed: cfg.Live.Feed}
+		var (
+			mu     sync.Mutex
+			latest *sweeprun.Status
+		)
+		onStatus = func(s sweeprun.Status) {
+			display.Update(s)
+			mu.Lock()
+			latest = &s
+			mu.Unlock()
+		}
+		cfg.Live.Feed.SetSweep(func(now time.Time) *ui.Sweep {
+			mu.Lock()
+			defer mu.Unlock()
+			if latest == nil {
+				return &ui.Sweep{Phase: "starting", Total: plan.Total, Done: plan.Done}
+			}
+			return sweepView(*latest, now, display.Line(*latest, now))
+		})
+	}
 	fl := NewSweeper(Quiet(logger.Named("fleet")), fc, sm)
 	r, err := sweeprun.New(sweeprun.Config{
 		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
-		Restore: restore, OnStatus: display.Update, Logger: logger,
+		Restore: restore, OnStatus: onStatus, Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ package flags
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -347,4 +348,35 @@ func Scrape(fs *pflag.FlagSet, urls *[]string, interval, timeout *time.Duration)
 	fs.DurationVar(interval, "scrape-interval", *interval, fmt.Sprintf("how often --scrape endpoints' gauges (queue, KV usage) are sampled within a window (0: %s)", scrape.DefaultInterval))
 	fs.DurationVar(timeout, "scrape-timeout", *timeout, fmt.Sprintf("bound on one read of one --scrape endpoint (0: %s)", scrape.DefaultTimeout))
 	Group(fs, GroupOutput, "scrape", "scrape-interval", "scrape-timeout")
+}
+
+// MetricsListen registers --metrics-listen, bound to addr: the address
+// whose /metrics serves the command's Prometheus metrics
+// (docs/metrics.md). run, sweep, coordinator and agent share it; check a
+// value with CheckListen before serving.
+func MetricsListen(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "metrics-listen", *addr, "serve Prometheus metrics on ADDR/metrics, host:port (e.g. :9090; empty: none)")
+	Group(fs, GroupOutput, "metrics-listen")
+}
+
+// UIBaseline registers --ui-baseline: a sweep's baseline.json drawn as
+// reference lines in the live dashboard (served at /ui on the metrics
+// port), the same flag on run, coordinator and sweep.
+func UIBaseline(fs *pflag.FlagSet, path *string) {
+	fs.StringVar(path, "ui-baseline", *path, "a sweep's baseline.json, drawn as reference lines in the dashboard at METRICS-LISTEN/ui (needs --metrics-listen)")
+	Group(fs, GroupOutput, "ui-baseline")
+}
+
+// CheckListen reports whether addr is a host:port a server can listen on
+// (the host may be empty, the port a number from 0 to 65535); it does not
+// listen.
+func CheckListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port, e.g. :9090: %w", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
 }

@@ -1,14 +1,17 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
-// baselineMode is one mode's figures at one level in baseline.json.
-type baselineMode struct {
+// BaselineMode is one mode's figures at one level in baseline.json.
+type BaselineMode struct {
 	TTFTP50Ms  float64 `json:"ttft_p50_ms"`
 	TTFTP95Ms  float64 `json:"ttft_p95_ms"`
 	HitRatePct float64 `json:"hit_rate_pct"`
@@ -35,29 +38,30 @@ type baselineMode struct {
 	SpecAcceptRatePct *float64 `json:"spec_accept_rate_pct,omitempty"`
 }
 
-// baselineJSON is baseline.json: per level (keyed by the level as a
-// string) and mode, the figures across runs.
-type baselineJSON struct {
+// Baseline is baseline.json: per level (keyed by the level as a
+// string) and mode, the figures across runs. ParseBaseline reads and
+// checks one.
+type Baseline struct {
 	SweepID     string                             `json:"sweep_id"`
 	SLAMs       float64                            `json:"sla_ms"`
 	Baseline    string                             `json:"baseline"`
 	Candidate   string                             `json:"candidate"`
 	Levels      []int                              `json:"levels"`
 	Modes       []string                           `json:"modes"`
-	ByLevel     map[string]map[string]baselineMode `json:"by_level"`
+	ByLevel     map[string]map[string]BaselineMode `json:"by_level"`
 	Breakpoints map[string]int                     `json:"breakpoints"`
 }
 
 // writeBaseline writes baseline.json. Breakpoints maps each mode to its
 // breakpoint at the SLA, 0 meaning None.
 func (a *analysis) writeBaseline(w io.Writer) error {
-	j := baselineJSON{
+	j := Baseline{
 		SweepID: a.s.ID, SLAMs: ms(a.s.SLA), Baseline: a.s.Baseline, Candidate: a.s.Candidate,
-		Levels: a.levels, Modes: a.modes, ByLevel: map[string]map[string]baselineMode{},
+		Levels: a.levels, Modes: a.modes, ByLevel: map[string]map[string]BaselineMode{},
 		Breakpoints: map[string]int{},
 	}
 	for _, l := range a.levels {
-		per := map[string]baselineMode{}
+		per := map[string]BaselineMode{}
 		for _, m := range a.modes {
 			c := a.cell(m, l)
 			if c == nil {
@@ -71,7 +75,7 @@ func (a *analysis) writeBaseline(w io.Writer) error {
 				x := round(scale*v, 3)
 				return &x
 			}
-			per[m] = baselineMode{
+			per[m] = BaselineMode{
 				TTFTP50Ms: round(1000*r.TTFTP50, 3), TTFTP95Ms: round(1000*r.TTFTP95, 3),
 				HitRatePct: round(100*r.HitRate, 3), OutputTPS: measured("output_tps", r.OutputTPS, 1),
 				TPOTP50Ms: measured("tpot_p50_sec", r.TPOTP50, 1000), TPOTP95Ms: measured("tpot_p95_sec", r.TPOTP95, 1000),
@@ -109,4 +113,50 @@ func roundOpt(v *float64, scale float64) *float64 {
 	}
 	r := round(scale**v, 3)
 	return &r
+}
+
+// MaxBaselineSize bounds a baseline.json ParseBaseline accepts.
+const MaxBaselineSize = 4 << 20
+
+// ParseBaseline reads a baseline.json as sweeps write it and checks it:
+// one JSON object whose by_level keys are levels (positive integers), each
+// with at least one mode, and whose figures are finite and not negative.
+// Its error says what is wrong in one line.
+func ParseBaseline(b []byte) (*Baseline, error) {
+	if len(b) > MaxBaselineSize {
+		return nil, fmt.Errorf("parse baseline.json: %d bytes, more than %d", len(b), MaxBaselineSize)
+	}
+	var j Baseline
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("parse baseline.json: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("parse baseline.json: more than one JSON value")
+	}
+	if len(j.ByLevel) == 0 {
+		return nil, errors.New("parse baseline.json: no by_level figures (is it a sweep's baseline.json?)")
+	}
+	for key, modes := range j.ByLevel {
+		if l, err := strconv.Atoi(key); err != nil || l <= 0 {
+			return nil, fmt.Errorf("parse baseline.json: by_level key %q: want a level (a positive integer)", key)
+		}
+		if len(modes) == 0 {
+			return nil, fmt.Errorf("parse baseline.json: level %s has no mode", key)
+		}
+		for m, f := range modes {
+			for name, v := range map[string]float64{"ttft_p50_ms": f.TTFTP50Ms, "ttft_p95_ms": f.TTFTP95Ms, "hit_rate_pct": f.HitRatePct} {
+				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+					return nil, fmt.Errorf("parse baseline.json: level %s mode %q: %s %v: want a number >= 0", key, m, name, v)
+				}
+			}
+			for name, v := range map[string]*float64{"output_tps": f.OutputTPS, "tpot_p50_ms": f.TPOTP50Ms, "tpot_p95_ms": f.TPOTP95Ms,
+				"e2e_p50_ms": f.E2EP50Ms, "e2e_p95_ms": f.E2EP95Ms} {
+				if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
+					return nil, fmt.Errorf("parse baseline.json: level %s mode %q: %s %v: want a number >= 0", key, m, name, *v)
+				}
+			}
+		}
+	}
+	return &j, nil
 }

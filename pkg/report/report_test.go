@@ -149,7 +149,7 @@ func TestGoldenSweep(t *testing.T) {
 		t.Error("report says percentiles were averaged, but every point has histograms")
 	}
 
-	var b baselineJSON
+	var b Baseline
 	if err := json.Unmarshal(bj, &b); err != nil {
 		t.Fatal(err)
 	}

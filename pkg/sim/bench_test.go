@@ -1,18 +1,26 @@
 package sim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/pkg/openai"
 )
@@ -36,12 +44,91 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// benchServeEnv makes the test binary serve a simulator for
+// BenchmarkSimStreaming in a process of its own: "streams,timescale".
+const benchServeEnv = "FLEETBENCH_SIM_BENCH_SERVE"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(benchServeEnv); spec != "" {
+		os.Exit(serveForBench(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// benchConfig is the simulator the streaming benchmark loads: every stream
+// decodes at once.
+func benchConfig(c *Config, streams int, scale float64) {
+	c.TimeScale = scale
+	c.Replicas = 4
+	c.Engine.MaxBatch = max(256, streams/4+1)
+}
+
+// serveForBench serves the benchmark's simulator on a loopback port,
+// prints its URL and runs until stdin closes.
+func serveForBench(spec string) int {
+	ss, sc, _ := strings.Cut(spec, ",")
+	streams, _ := strconv.Atoi(ss)
+	scale, _ := strconv.ParseFloat(sc, 64)
+	cfg, err := ProfileConfig(DefaultProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", time.Second
+	benchConfig(&cfg, streams, scale)
+	s, err := New(cfg, hclog.NewNullLogger(), prometheus.NewRegistry())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	for s.URL() == "" {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println(s.URL())
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// procCPU reads a process's user+system CPU time from /proc.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// utime and stime are the 12th and 13th fields after the command
+	// name, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // BenchmarkSimStreaming streams many concurrent requests through the real
-// HTTP server and reports process CPU (server and the deliberately cheap
-// client together) per 1,000 streamed tokens. FLEETBENCH_SIM_BENCH_STREAMS
-// sets the number of concurrent streams (default 8000, the figure the
-// simulator must serve on a 2-core machine) and FLEETBENCH_SIM_BENCH_TIMESCALE
-// the time scale (default 4, to keep `make bench` short).
+// HTTP server and reports the simulator's CPU per 1,000 streamed tokens
+// (cpu-ms/1k-tokens: the simulator alone, in a process of its own, as
+// `fleetbench sim` runs) and the deliberately cheap client's
+// (client-cpu-ms/1k-tokens). FLEETBENCH_SIM_BENCH_STREAMS sets the number
+// of concurrent streams (default 8000, the figure the simulator must serve
+// on a 2-core machine) and FLEETBENCH_SIM_BENCH_TIMESCALE the time scale
+// (default 4, to keep `make bench` short).
 func BenchmarkSimStreaming(b *testing.B) {
 	streams := 8000
 	if v, err := strconv.Atoi(os.Getenv("FLEETBENCH_SIM_BENCH_STREAMS")); err == nil && v > 0 {
@@ -52,18 +139,37 @@ func BenchmarkSimStreaming(b *testing.B) {
 		scale = v
 	}
 	const tokens = 200
-	s := startSim(b, func(c *Config) {
-		c.TimeScale = scale
-		c.Replicas = 4
-		c.Engine.MaxBatch = max(256, streams/4+1) // every stream decodes at once
-	})
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), benchServeEnv+"="+strconv.Itoa(streams)+","+strconv.FormatFloat(scale, 'g', -1, 64))
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		_ = child.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("read the simulator's URL: %v", err)
+	}
+	base := strings.TrimSpace(line)
+	pid := child.Process.Pid
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams, DisableCompression: true}}
 	var next atomic.Int64
 	var total atomic.Int64
 	var failed atomic.Int64
 	n := int64(max(b.N, streams))
 	b.ResetTimer()
-	cpu0, wall0 := cpuTime(), time.Now()
+	cpu0, srv0, wall0 := cpuTime(), procCPU(pid), time.Now()
 	var wg sync.WaitGroup
 	for g := range streams {
 		wg.Go(func() {
@@ -77,7 +183,7 @@ func BenchmarkSimStreaming(b *testing.B) {
 					Stream: true, StreamOptions: &openai.StreamOptions{IncludeUsage: true},
 					MaxTokens: ptr(tokens), IgnoreEOS: ptr(true),
 				})
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, s.URL()+"/v1/completions", bytes.NewReader(body))
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/v1/completions", bytes.NewReader(body))
 				resp, err := client.Do(req)
 				if err != nil {
 					failed.Add(1)
@@ -101,13 +207,14 @@ func BenchmarkSimStreaming(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
+	cpu, srv, wall := cpuTime()-cpu0, procCPU(pid)-srv0, time.Since(wall0)
 	if failed.Load() > 0 {
 		b.Fatalf("%d requests failed", failed.Load())
 	}
 	tok := float64(total.Load())
-	b.ReportMetric(float64(cpu.Milliseconds())/(tok/1000), "cpu-ms/1k-tokens")
+	b.ReportMetric(float64(srv.Milliseconds())/(tok/1000), "cpu-ms/1k-tokens")
+	b.ReportMetric(float64(cpu.Milliseconds())/(tok/1000), "client-cpu-ms/1k-tokens")
 	b.ReportMetric(tok/wall.Seconds(), "tokens/s")
-	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
+	b.ReportMetric(srv.Seconds()/wall.Seconds(), "cores")
 	b.ReportMetric(float64(streams), "streams")
 }

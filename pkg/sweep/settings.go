@@ -51,6 +51,9 @@ type Fleet struct {
 	JoinTimeout Duration `json:"join_timeout,omitempty"`
 	// MetricsListen serves Prometheus metrics on ADDR/metrics.
 	MetricsListen string `json:"metrics_listen,omitempty"`
+	// UIBaseline is a baseline.json drawn in the dashboard at
+	// MetricsListen/ui.
+	UIBaseline string `json:"ui_baseline,omitempty"`
 	// NoRestore leaves the target in the last mode swept.
 	NoRestore bool `json:"no_restore,omitempty"`
 }
@@ -128,9 +131,9 @@ func addSettingsFlags(fs *pflag.FlagSet, s *Spec) {
 	fs.StringVar(&f.TLSKey, "tls-key", f.TLSKey, "TLS key file (with --tls-cert)")
 	fs.DurationVar((*time.Duration)(&f.JoinTimeout), "join-timeout", f.JoinTimeout.D(), "how long to wait for external agents (0: the coordinator's default)")
 	flags.Group(fs, flags.GroupFleet, "listen", "remote-agents", "token-file", "tls-cert", "tls-key", "join-timeout")
-	fs.StringVar(&f.MetricsListen, "metrics-listen", f.MetricsListen, "serve Prometheus metrics on ADDR/metrics (e.g. :9090; empty: none)")
+	flags.MetricsListen(fs, &f.MetricsListen)
+	flags.UIBaseline(fs, &f.UIBaseline)
 	fs.BoolVar(&f.NoRestore, "no-restore", f.NoRestore, "leave the target in the last mode swept instead of restoring the mode it had before")
-	flags.Group(fs, flags.GroupOutput, "metrics-listen")
 	flags.Group(fs, flags.GroupSwitch, "no-restore")
 }
 

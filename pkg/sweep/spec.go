@@ -355,6 +355,11 @@ func (s *Spec) Validate() error {
 	if s.FailFast < 0 {
 		add("fail_fast %s: must be >= 0", s.FailFast.D())
 	}
+	if s.Fleet.MetricsListen != "" {
+		if err := flags.CheckListen(s.Fleet.MetricsListen); err != nil {
+			add("metrics_listen (--metrics-listen) %v", err)
+		}
+	}
 	if s.Target == "" {
 		add("target is required (the server's base URL)")
 	} else if u, err := url.Parse(s.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -1,0 +1,594 @@
+package main
+
+// The soak: a coordinator, 4 agent processes and `fleetbench sim`, all
+// separate processes on this machine, under faults injected on a
+// schedule. `make soak` runs the full version (8,000 sessions, 10
+// minutes); FLEETBENCH_SOAK=short runs the same code small and quick, as
+// `make test` does after the race-detected suite.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// soakPlan is one soak's size.
+type soakPlan struct {
+	sessions  int
+	measure   time.Duration
+	maxTokens int
+	// startup is the simulator's worker startup after a restart.
+	startup time.Duration
+	// replicas, maxBatch and kvBlocks size the simulator so that every
+	// session can decode at once (replicas x maxBatch >= sessions): the
+	// soak tests fleetbench, not an overloaded server's queue.
+	replicas, maxBatch, kvBlocks int
+}
+
+func soakPlanFromEnv(t *testing.T) soakPlan {
+	switch os.Getenv("FLEETBENCH_SOAK") {
+	case "full":
+		// Requests of 10 s and more: 400 tokens at the profile's 25-50 ms.
+		return soakPlan{sessions: 8000, measure: 10 * time.Minute, maxTokens: 400, startup: time.Minute,
+			replicas: 32, maxBatch: 256, kvBlocks: 20000}
+	case "short":
+		return soakPlan{sessions: 400, measure: 100 * time.Second, maxTokens: 120, startup: 5 * time.Second,
+			replicas: 4, maxBatch: 128, kvBlocks: 8000}
+	default:
+		t.Skip("FLEETBENCH_SOAK is not set: `make soak` runs the full soak, FLEETBENCH_SOAK=short the short one")
+		return soakPlan{}
+	}
+}
+
+// cutProxy forwards one agent's gRPC connection to the coordinator and can
+// cut it: close what is open and refuse new connections until restored.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
+			wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// procStat is one sample of a process's resources.
+type procStat struct {
+	rss     int64 // KiB
+	fds     int
+	threads int
+}
+
+func readProcStat(pid int) (procStat, bool) {
+	var s procStat
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			s.rss, _ = strconv.ParseInt(f[0], 10, 64)
+		case "Threads":
+			s.threads, _ = strconv.Atoi(f[0])
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return s, false
+	}
+	s.fds = len(fds)
+	return s, true
+}
+
+// soakSample is one second of the soak.
+type soakSample struct {
+	at        time.Duration // since the measurement started
+	inFlight  int           // at the simulator
+	procs     map[string]procStat
+	goroutine map[string]float64 // from each process's /metrics
+}
+
+// metricValue reads one unlabelled sample from a /metrics endpoint, with a
+// short timeout (a stopped process does not answer).
+func metricValue(ctx context.Context, url, name string) (float64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+func soakInFlight(ctx context.Context, base string) (int, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/state", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		InFlight []int `json:"in_flight"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return 0, false
+	}
+	n := 0
+	for _, v := range st.InFlight {
+		n += v
+	}
+	return n, true
+}
+
+var reportsSentRE = regexp.MustCompile(`agent done: .*reports_sent=(\d+) reports_unacked=(\d+)`)
+
+// TestSoak runs the fleet through faults and checks nothing recorded is
+// lost or counted twice, every window closes, the load holds outside the
+// faults, and no process grows.
+func TestSoak(t *testing.T) {
+	plan := soakPlanFromEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), plan.measure+5*time.Minute)
+	defer cancel()
+	env := map[string]string{tokenEnv: "soak-token"}
+
+	// The simulator, as users run it.
+	simAddr := freeAddr(t)
+	simBase := "http://" + simAddr
+	simProc := startProc(t, ctx, "sim", "", nil, nil, "--log-level", "warn", "sim", "--listen", simAddr,
+		"--replicas", strconv.Itoa(plan.replicas), "--max-batch", strconv.Itoa(plan.maxBatch), "--kv-blocks", strconv.Itoa(plan.kvBlocks),
+		"--model", "sim-model", "--time-scale", "1", "--startup-time", plan.startup.String())
+	if err := waitHTTP(ctx, simBase+"/v1/models"); err != nil {
+		t.Fatalf("simulator: %v\n%s", err, simProc)
+	}
+
+	coordAddr, coordMetrics := freeAddr(t), freeAddr(t)
+	out := t.TempDir()
+	const warmup = 15 * time.Second
+	coord := startProc(t, ctx, "coordinator", "", nil, env, "--log-level", "info", "coordinator",
+		"--listen", coordAddr, "--agents", "4", "--target", simBase, "--model", "sim-model", "--api-key-env", "",
+		"--concurrency", strconv.Itoa(plan.sessions), "--warmup", warmup.String(), "--duration", plan.measure.String(),
+		"--max-tokens", strconv.Itoa(plan.maxTokens), "--prompt-tokens", "600", "--think-time", "none",
+		"--metrics-listen", coordMetrics, "--out", out)
+
+	proxies := make([]*cutProxy, 4)
+	agentMetrics := make([]string, 4)
+	agents := make([]*proc, 5) // the 5th is agent 3 restarted after its kill
+	startAgent := func(slot, index int) {
+		agentMetrics[index] = freeAddr(t)
+		agents[slot] = startProc(t, ctx, fmt.Sprintf("agent %d", slot), "", nil, env, "--log-level", "info", "agent",
+			"--coordinator", proxies[index].addr(), "--id", fmt.Sprintf("soak-%d", index), "--index", strconv.Itoa(index),
+			"--metrics-listen", agentMetrics[index])
+	}
+	for i := range 4 {
+		proxies[i] = newCutProxy(t, coordAddr)
+		startAgent(i, i)
+	}
+
+	// The measurement starts after the agents join and the warm-up: wait
+	// for the simulator to see the load, then for the warm-up.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		n, _ := soakInFlight(ctx, simBase)
+		if n >= plan.sessions/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the load never reached the simulator (in flight %d)\n%s", n, coord)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(warmup)
+	start := time.Now()
+	t.Logf("measurement started: %d sessions for %s", plan.sessions, plan.measure)
+
+	// Sampling, every second, until the coordinator exits.
+	var mu sync.Mutex
+	var samples []soakSample
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-coord.done:
+				return
+			case <-tick.C:
+			}
+			s := soakSample{at: time.Since(start), procs: map[string]procStat{}, goroutine: map[string]float64{}}
+			s.inFlight, _ = soakInFlight(ctx, simBase)
+			procs := map[string]*proc{"coordinator": coord}
+			for i := range 4 {
+				procs[fmt.Sprintf("agent %d", i)] = agents[i]
+			}
+			mu.Lock()
+			if agents[4] != nil {
+				procs["agent 3"] = agents[4]
+			}
+			mu.Unlock()
+			for name, p := range procs {
+				if st, ok := readProcStat(p.cmd.Process.Pid); ok {
+					s.procs[name] = st
+				}
+			}
+			if v, ok := metricValue(ctx, "http://"+coordMetrics+"/metrics", "go_goroutines"); ok {
+				s.goroutine["coordinator"] = v
+			}
+			mu.Lock()
+			addrs := slices.Clone(agentMetrics)
+			mu.Unlock()
+			for i, addr := range addrs {
+				if v, ok := metricValue(ctx, "http://"+addr+"/metrics", "go_goroutines"); ok {
+					s.goroutine[fmt.Sprintf("agent %d", i)] = v
+				}
+			}
+			mu.Lock()
+			samples = append(samples, s)
+			mu.Unlock()
+		}
+	}()
+
+	// The faults, each with the seconds it disturbs the load.
+	type fault struct {
+		name     string
+		at, span time.Duration
+	}
+	var faults []fault
+	at := func(frac float64) time.Duration { return time.Duration(frac * float64(plan.measure)) }
+	sleepUntil := func(d time.Duration) {
+		if w := time.Until(start.Add(d)); w > 0 {
+			time.Sleep(w)
+		}
+	}
+	// The faults fill the first half; the second half shows whether the
+	// processes settle and stay flat after them.
+	// 1. kill -9 agent 3, start it again 3 s later (a new incarnation).
+	sleepUntil(at(0.05))
+	_ = agents[3].cmd.Process.Signal(syscall.SIGKILL)
+	faults = append(faults, fault{"kill -9 agent 3", time.Since(start), faultSpan})
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	startAgent(4, 3)
+	mu.Unlock()
+	// 2. cut agent 1's connection for 6 s.
+	sleepUntil(at(0.15))
+	proxies[1].cut()
+	faults = append(faults, fault{"cut agent 1's connection for 6 s", time.Since(start), 6*time.Second + faultSpan})
+	time.Sleep(6 * time.Second)
+	proxies[1].restore()
+	// 3. stop the coordinator for 5 s.
+	sleepUntil(at(0.25))
+	_ = coord.cmd.Process.Signal(syscall.SIGSTOP)
+	faults = append(faults, fault{"SIGSTOP the coordinator for 5 s", time.Since(start), 5*time.Second + faultSpan})
+	time.Sleep(5 * time.Second)
+	_ = coord.cmd.Process.Signal(syscall.SIGCONT)
+	// 4. restart the simulator's workers (their caches and running
+	// requests go).
+	sleepUntil(at(0.35))
+	restartAt := time.Since(start)
+	var restart struct {
+		StartupSeconds float64 `json:"startup_seconds"`
+	}
+	resp, err := http.Post(simBase+"/admin/restart/workers", "application/json", nil)
+	if err != nil {
+		t.Errorf("restart the simulator's workers: %v", err)
+	} else {
+		_ = json.NewDecoder(resp.Body).Decode(&restart)
+		resp.Body.Close()
+	}
+	// The workers serve nothing while they start again.
+	faults = append(faults, fault{fmt.Sprintf("restart the simulator's workers (%.0f s to start)", restart.StartupSeconds),
+		restartAt, time.Duration(restart.StartupSeconds*float64(time.Second)) + faultSpan})
+
+	code := coord.wait(t, plan.measure+3*time.Minute)
+	<-sampleDone
+	for _, a := range agents {
+		a.wait(t, time.Minute)
+	}
+	if code != exitOK {
+		t.Errorf("coordinator exit %d\n%s", code, coord)
+	}
+
+	// Nothing lost or counted twice: every live agent's reports acked,
+	// and what each incarnation sent is what the windows applied.
+	windows, _ := filepath.Glob(filepath.Join(out, "window-*.json"))
+	applied := map[string]int{} // agent id/incarnation
+	lost := map[string]float64{}
+	lostAtEnd := map[string]bool{}
+	byID := map[string]int{} // reports applied of each id's incarnations that were not lost at the end
+	closed := 0
+	for _, f := range windows {
+		var w struct {
+			ID           int    `json:"id"`
+			Kind         string `json:"kind"`
+			ClosedBy     string `json:"closed_by"`
+			LateRequests int64  `json:"late_requests"`
+			Coverage     []struct {
+				Agent       string  `json:"Agent"`
+				Incarnation uint64  `json:"Incarnation"`
+				LostSeconds float64 `json:"LostSeconds"`
+				Reports     int     `json:"Reports"`
+				Lost        bool    `json:"Lost"`
+			} `json:"coverage"`
+		}
+		readJSON(t, f, &w)
+		if w.ClosedBy == "watermarks" || w.ClosedBy == "grace" {
+			closed++
+		} else {
+			t.Errorf("window %d (%s) closed by %q", w.ID, w.Kind, w.ClosedBy)
+		}
+		if w.LateRequests > 0 {
+			t.Logf("window %d (%s): %d late requests (kept apart, not lost)", w.ID, w.Kind, w.LateRequests)
+		}
+		for _, c := range w.Coverage {
+			key := fmt.Sprintf("%s#%d", c.Agent, c.Incarnation)
+			applied[key] += c.Reports
+			if c.LostSeconds > 0 {
+				lost[key] += c.LostSeconds
+			}
+			if c.Lost {
+				lostAtEnd[key] = true
+			}
+		}
+	}
+	if closed != 2 {
+		t.Errorf("%d windows closed, want 2 (warm-up and measurement): %v", closed, windows)
+	}
+	sentTotal, appliedTotal := 0, 0
+	for k, v := range applied {
+		appliedTotal += v
+		if !lostAtEnd[k] {
+			id, _, _ := strings.Cut(k, "#")
+			byID[id] += v
+		}
+	}
+	for i, a := range agents {
+		if i == 3 {
+			continue // killed: its last reports may never have been acked
+		}
+		m := reportsSentRE.FindStringSubmatch(a.errb.String() + a.out.String())
+		if m == nil {
+			t.Errorf("%s: no final report count\n%s", a.name, a)
+			continue
+		}
+		sent, _ := strconv.Atoi(m[1])
+		unacked, _ := strconv.Atoi(m[2])
+		sentTotal += sent
+		id := fmt.Sprintf("soak-%d", min(i, 3))
+		t.Logf("%s (%s): sent %d reports, %d unacked; the windows applied %d", a.name, id, sent, unacked, byID[id])
+		if byID[id] != sent {
+			t.Errorf("%s (%s): sent %d reports, the windows applied %d", a.name, id, sent, byID[id])
+		}
+		if unacked != 0 {
+			t.Errorf("%s: %d reports never acked", a.name, unacked)
+		}
+	}
+	t.Logf("reports: %d sent by the agents that finished, %d applied in all (incarnations: %v); lost seconds %v", sentTotal, appliedTotal, applied, lost)
+	if len(lostAtEnd) != 1 {
+		t.Errorf("incarnations lost at the end %v, want exactly the killed agent 3", lostAtEnd)
+	}
+	if !hasPrefixKey(lost, "soak-1#") {
+		t.Errorf("agent 1's cut connection states no lost seconds: %v", lost)
+	}
+
+	// The load held outside the faults: at least 95% of the sessions in
+	// flight at the server, except in the 20 s after each fault.
+	mu.Lock()
+	defer mu.Unlock()
+	inFault := func(at time.Duration) bool {
+		for _, f := range faults {
+			if at >= f.at-time.Second && at < f.at+f.span {
+				return true
+			}
+		}
+		return false
+	}
+	var kept, total, most int
+	var worst soakSample
+	worst.inFlight = plan.sessions
+	for _, s := range samples {
+		if s.at < 0 || s.at > plan.measure {
+			continue
+		}
+		if inFault(s.at) {
+			continue
+		}
+		total++
+		most = max(most, s.inFlight)
+		if float64(s.inFlight) >= 0.95*float64(plan.sessions) {
+			kept++
+		}
+		if s.inFlight < worst.inFlight {
+			worst = s
+		}
+	}
+	t.Logf("in flight at the simulator outside faults: %d of %d seconds at >= 95%% of %d; lowest %d at %s, highest %d",
+		kept, total, plan.sessions, worst.inFlight, worst.at.Round(time.Second), most)
+	if total == 0 || kept < total {
+		t.Errorf("in flight below 95%% of %d sessions in %d of %d seconds outside the faults", plan.sessions, total-kept, total)
+	}
+
+	// No process grows over the last half: the mean of its last quarter
+	// within 10% of the mean of the quarter before, fault seconds left out.
+	growth := func(name string, get func(soakSample) (float64, bool)) {
+		var q3, q4 []float64
+		for _, s := range samples {
+			v, ok := get(s)
+			if !ok || inFault(s.at) {
+				continue
+			}
+			switch {
+			case s.at >= plan.measure/2 && s.at < plan.measure*3/4:
+				q3 = append(q3, v)
+			case s.at >= plan.measure*3/4 && s.at <= plan.measure:
+				q4 = append(q4, v)
+			}
+		}
+		if len(q3) == 0 || len(q4) == 0 {
+			t.Logf("%s: too few samples", name)
+			return
+		}
+		m3, m4 := mean(q3), mean(q4)
+		t.Logf("%s: %.0f then %.0f (%+.1f%%)", name, m3, m4, 100*(m4-m3)/m3)
+		if m4 > 1.10*m3+8 { // +8: a few descriptors or goroutines of slack on small counts
+			t.Errorf("%s grew from %.0f to %.0f over the last half", name, m3, m4)
+		}
+	}
+	names := []string{"coordinator", "agent 0", "agent 1", "agent 2", "agent 3"}
+	for _, n := range names {
+		growth(n+" RSS KiB", func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.rss), ok })
+		growth(n+" open files", func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.fds), ok })
+		growth(n+" goroutines", func(s soakSample) (float64, bool) { v, ok := s.goroutine[n]; return v, ok })
+	}
+	for _, f := range faults {
+		t.Logf("fault at %s: %s", f.at.Round(time.Second), f.name)
+	}
+	for _, line := range strings.Split(coord.errb.String(), "\n") {
+		for _, ev := range []string{"agent joined", "agent lost", "agent disconnected", "window closed", "stage done", "stage draining", "ERROR", "WARN"} {
+			if strings.Contains(line, ev) {
+				t.Logf("coordinator: %s", line)
+				break
+			}
+		}
+	}
+	stdout := coord.out.String()
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, "schedule lag") || strings.Contains(line, "Successful requests") ||
+			strings.Contains(line, "Failed requests") || strings.Contains(line, "P99 TTFT (ms)") || strings.Contains(line, "Median TTFT (ms)") {
+			t.Logf("result: %s", strings.TrimSpace(line))
+		}
+	}
+	if i := strings.Index(stdout, "Agents:"); i >= 0 {
+		t.Logf("coordinator's agents:\n%s", stdout[i:])
+	}
+}
+
+// faultSpan is how long after a fault the load may stay below its
+// nominal level: a lost agent's sessions move to the others, a restarted
+// simulator's requests fail and restart.
+const faultSpan = 12 * time.Second
+
+func hasPrefixKey(m map[string]float64, prefix string) bool {
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// waitHTTP waits until url answers 200.
+func waitHTTP(ctx context.Context, url string) error {
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w (last: %w)", url, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
