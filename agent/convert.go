@@ -42,9 +42,7 @@ func specFromPB(s *pb.RunSpec) Spec {
 	}
 }
 
-// requestToPB converts an outbound message. Reports whose histograms fail
-// to encode (which hdr only does on a bug) go out without them rather than
-// stalling the stream; the error is in the counters' absence.
+// requestToPB converts an outbound message.
 func requestToPB(m any) *pb.ConnectRequest {
 	switch m := m.(type) {
 	case ready:
@@ -54,7 +52,7 @@ func requestToPB(m any) *pb.ConnectRequest {
 			WindowId: m.Window, Offset: durationpb.New(m.Offset),
 		}}}
 	case report:
-		r, _ := reportToPB(m.Seq, m.Window)
+		r := reportToPB(m.Seq, m.Window)
 		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: r}}
 	case watermark:
 		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Watermark{Watermark: &pb.Watermark{
@@ -76,20 +74,15 @@ func requestToPB(m any) *pb.ConnectRequest {
 	panic(fmt.Sprintf("agent: no conversion for %T", m))
 }
 
-// reportToPB encodes one interval window as a protocol report.
-func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
+// reportToPB encodes one interval window as a protocol report, each
+// non-empty histogram in sparse form.
+func reportToPB(seq uint64, w *record.Window) *pb.Report {
 	r := &pb.Report{Seq: seq, WindowId: w.ID}
-	var firstErr error
 	for m, h := range w.Hist {
-		if h == nil || h.Count() == 0 && h.Clamped() == 0 {
+		if h == nil || h.Count() == 0 {
 			continue
 		}
-		b, err := h.Encode()
-		if err != nil {
-			firstErr = err
-			continue
-		}
-		r.Metrics = append(r.Metrics, &pb.MetricHistogram{Metric: pb.Metric(m + 1), Histogram: b, Clamped: h.Clamped()})
+		r.Metrics = append(r.Metrics, &pb.MetricHistogram{Metric: pb.Metric(m + 1), Histogram: sparseToPB(h)})
 	}
 	for i, t := range w.Turns {
 		ts := &pb.TurnStats{
@@ -97,11 +90,7 @@ func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
 			CachedTokens: t.CachedTokens, RequestsWithCache: t.RequestsWithCache,
 		}
 		if t.TTFT != nil && t.TTFT.Count() > 0 {
-			b, err := t.TTFT.Encode()
-			if err != nil {
-				firstErr = err
-			}
-			ts.Ttft, ts.TtftClamped = b, t.TTFT.Clamped()
+			ts.Ttft = sparseToPB(t.TTFT)
 		}
 		r.Turns = append(r.Turns, ts)
 	}
@@ -134,7 +123,17 @@ func reportToPB(seq uint64, w *record.Window) (*pb.Report, error) {
 		}
 		r.Errors = append(r.Errors, pe)
 	}
-	return r, firstErr
+	return r
+}
+
+// sparseToPB encodes one histogram in the sparse form the coordinator
+// merges without inflating anything (hdr.Sparse).
+func sparseToPB(h *hdr.Histogram) *pb.SparseHistogram {
+	s := h.Sparse()
+	return &pb.SparseHistogram{
+		LowestMicros: s.Config.LowestMicros, HighestMicros: s.Config.HighestMicros, SignificantFigures: int32(s.Config.SigFigs),
+		Counts: s.Counts, TotalCount: s.Total, Clamped: s.Clamped,
+	}
 }
 
 // responseFromPB converts a coordinator message.

@@ -1,10 +1,16 @@
 package coordinator
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,20 +25,35 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 )
 
+// benchAgents is how many agents the merge benchmarks play.
+const benchAgents = 100
+
+// fakeAgentsEnv, set to a coordinator's address, makes the test binary the
+// fake agents of BenchmarkMerge100Agents instead of running tests;
+// fakeAgentsBareEnv makes their reports carry no histogram.
+const (
+	fakeAgentsEnv     = "FLEETBENCH_BENCH_FAKE_AGENTS"
+	fakeAgentsBareEnv = "FLEETBENCH_BENCH_FAKE_AGENTS_BARE"
+)
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(fakeAgentsEnv); addr != "" {
+		os.Exit(runFakeAgents(addr, os.Getenv(fakeAgentsBareEnv) != ""))
+	}
+	os.Exit(m.Run())
+}
+
 // benchReport builds a report with 8 metric histograms and 2 turn TTFT
-// histograms (10 histograms) of realistic spread.
+// histograms (10 histograms) of realistic spread: 200 values each over
+// 1 ms..251 ms, about 200 populated buckets.
 func benchReport(seq uint64, window uint32, seed int) *pb.ConnectRequest {
 	r := &pb.Report{Seq: seq, WindowId: window, Counters: &pb.Counters{Requests: 200, InputTokens: 20000, OutputTokens: 40000}}
-	enc := func(k int) []byte {
+	enc := func(k int) *pb.SparseHistogram {
 		h := hdr.Default.New()
 		for i := range 200 {
 			h.RecordValue(int64(1000 + (i*7919+k*104729+seed)%250000))
 		}
-		b, err := h.Encode()
-		if err != nil {
-			panic(err)
-		}
-		return b
+		return sparseToPB(h)
 	}
 	for m := range 8 {
 		r.Metrics = append(r.Metrics, &pb.MetricHistogram{Metric: pb.Metric(m + 1), Histogram: enc(m)})
@@ -43,6 +64,7 @@ func benchReport(seq uint64, window uint32, seed int) *pb.ConnectRequest {
 	return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: r}}
 }
 
+// cpuTime is the CPU time (user and system) this process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -51,16 +73,18 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// allocBytes returns the bytes the process has allocated so far.
-func allocBytes() uint64 {
+// allocs returns the bytes and objects the process has allocated so far.
+func allocs() (bytes, objects uint64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.TotalAlloc
+	return ms.TotalAlloc, ms.Mallocs
 }
 
-// BenchmarkMergeReport measures the coordinator's own part of one
-// 10-histogram report, without gRPC: converting the received message to
-// the domain report and merging it into an open window.
+// BenchmarkMergeReport measures the coordinator's own part of a report of
+// 10 histograms, without gRPC: converting the received message to the
+// domain report (validating every histogram) and merging it into an open
+// window. make bench runs it 2,000 times: at 20 the fresh window's first
+// page faults would dominate.
 func BenchmarkMergeReport(b *testing.B) {
 	cfg := hdr.Default
 	msgs := make([]*pb.ConnectRequest, 64)
@@ -70,38 +94,55 @@ func BenchmarkMergeReport(b *testing.B) {
 	w := newWindow(1, 0, KindMeasure, time.Unix(0, 0), cfg)
 	m := &member{id: "bench"}
 	merge := func(msg *pb.ConnectRequest) {
-		rep, err := messageFromPB(msg, cfg)
+		got, err := messageFromPB(msg, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := w.apply(m, rep.(report).Window, nil); err != nil {
+		rep, ok := got.(report)
+		if !ok {
+			b.Fatalf("report refused: %v", got)
+		}
+		if err := w.apply(m, rep.Window, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
-	// One report first, so the pooled decoder is built before counting:
-	// at -benchtime=20x its one-time allocation would dominate.
+	// One report first, so that pooled state is built before counting.
 	merge(msgs[0])
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, alloc0 := cpuTime(), allocBytes()
+	cpu0 := cpuTime()
+	bytes0, objects0 := allocs()
 	for n := range b.N {
 		merge(msgs[n%len(msgs)])
 	}
 	b.StopTimer()
+	bytes1, objects1 := allocs()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/report")
-	b.ReportMetric(float64(allocBytes()-alloc0)/float64(b.N), "alloc-B/report")
+	b.ReportMetric(float64(bytes1-bytes0)/float64(b.N), "alloc-B/report")
+	b.ReportMetric(float64(objects1-objects0)/float64(b.N), "allocs/report")
 }
 
 // BenchmarkMerge100Agents plays 100 agents, each sending one report of 10
-// histograms per "second" (iteration) over real loopback gRPC, and measures
-// what the coordinator spends per report. The CPU figure is the whole
-// process (the fake agents' encoding excluded: reports are built before the
-// timer starts).
+// histograms per round (iteration) over real loopback gRPC and waiting for
+// its ack, and measures what the coordinator spends per report. The fake
+// agents run in a child process (this test binary, see runFakeAgents), so
+// the CPU and allocation figures are the coordinator process's alone:
+// receiving, decoding, validating and merging each report, acking it, its
+// heartbeats. agents-cpu-ns/report is the fake agents' side (gRPC client
+// and protobuf; their reports are built before the timer starts).
+//
+// The histograms case is the real one; the bare case sends the same
+// reports without histograms (counters only), the cost of the protocol
+// alone, so that the difference is what the histograms cost.
 func BenchmarkMerge100Agents(b *testing.B) {
-	const agents = 100
+	b.Run("histograms", func(b *testing.B) { merge100Agents(b, false) })
+	b.Run("bare", func(b *testing.B) { merge100Agents(b, true) })
+}
+
+func merge100Agents(b *testing.B, bare bool) {
 	c, err := New(Config{
-		Agents: agents, Window: time.Hour, HeartbeatTimeout: time.Hour, Grace: time.Hour,
-		Stages: []Stage{{Level: agents, Duration: time.Hour}}, StartDelay: time.Millisecond,
+		Agents: benchAgents, Window: time.Hour, HeartbeatTimeout: time.Hour, Grace: time.Hour,
+		Stages: []Stage{{Level: benchAgents, Duration: time.Hour}}, StartDelay: time.Millisecond,
 	}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -125,99 +166,153 @@ func BenchmarkMerge100Agents(b *testing.B) {
 	}()
 	defer func() { cancel(); <-runDone }()
 
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fakeAgentsEnv+"="+lis.Addr().String())
+	if bare {
+		cmd.Env = append(cmd.Env, fakeAgentsBareEnv+"=1")
+	}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cc.Close()
-	cl := pb.NewCoordinatorServiceClient(cc)
-	type fake struct {
-		st     pb.CoordinatorService_ConnectClient
-		window uint32
-		acks   chan uint64
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
 	}
-	fakes := make([]*fake, agents)
-	cfg := hdr.Default
-	var ready sync.WaitGroup
-	for i := range fakes {
-		st, err := cl.Connect(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		err = st.Send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Hello{Hello: &pb.Hello{
-			AgentId: fmt.Sprintf("bench-%d", i), Index: int32(i), Incarnation: 1,
-			HistogramConfig:      &pb.HistogramConfig{LowestMicros: cfg.LowestMicros, HighestMicros: cfg.HighestMicros, SignificantFigures: int32(cfg.SigFigs)},
-			HistogramFingerprint: cfg.Fingerprint(),
-		}}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		f := &fake{st: st, acks: make(chan uint64, 1024)}
-		fakes[i] = f
-		ready.Add(1)
-		go func() {
-			announced := false
-			for {
-				m, err := st.Recv()
-				if err != nil {
-					return
-				}
-				switch v := m.GetMsg().(type) {
-				case *pb.ConnectResponse_Welcome:
-					// Epoch 0: the environment check against the spec passed.
-					_ = st.Send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Ready{Ready: &pb.Ready{}}})
-				case *pb.ConnectResponse_Assignment:
-					_ = st.Send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Ready{Ready: &pb.Ready{Epoch: v.Assignment.GetEpoch()}}})
-				case *pb.ConnectResponse_Phase:
-					f.window = v.Phase.GetWindowId()
-					if !announced {
-						announced = true
-						ready.Done()
-					}
-				case *pb.ConnectResponse_Ack:
-					f.acks <- v.Ack.GetSeq()
-				}
-			}
-		}()
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start fake agents: %v", err)
 	}
-	ready.Wait()
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	// readLine returns the next line's fields after the expected word.
+	readLine := func(word string) []string {
+		b.Helper()
+		if !lines.Scan() {
+			b.Fatalf("fake agents ended before %q: %v", word, lines.Err())
+		}
+		f := strings.Fields(lines.Text())
+		if len(f) == 0 || f[0] != word {
+			b.Fatalf("fake agents said %q, want %q", lines.Text(), word)
+		}
+		return f[1:]
+	}
+	wire, _ := strconv.ParseFloat(readLine("ready")[0], 64)
 	time.Sleep(50 * time.Millisecond) // let the window's start pass
 
-	reports := make([][]*pb.ConnectRequest, agents)
+	agentsCPU := func() time.Duration {
+		if _, err := io.WriteString(stdin, "cpu\n"); err != nil {
+			b.Fatal(err)
+		}
+		ns, _ := strconv.ParseInt(readLine("cpu")[0], 10, 64)
+		return time.Duration(ns)
+	}
+	agents0 := agentsCPU()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	bytes0, objects0 := allocs()
+	for range b.N {
+		if _, err := io.WriteString(stdin, "round\n"); err != nil {
+			b.Fatal(err)
+		}
+		readLine("done")
+	}
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	bytes1, objects1 := allocs()
+	agents := agentsCPU() - agents0
+	reports := float64(b.N * benchAgents)
+	b.ReportMetric(float64(cpu)/reports, "cpu-ns/report")
+	b.ReportMetric(float64(bytes1-bytes0)/reports, "alloc-B/report")
+	b.ReportMetric(float64(objects1-objects0)/reports, "allocs/report")
+	b.ReportMetric(float64(b.Elapsed())/reports, "ns/report")
+	b.ReportMetric(float64(agents)/reports, "agents-cpu-ns/report")
+	b.ReportMetric(wire, "wire-bytes/report")
+	b.ReportMetric(0, "ns/op")
+}
+
+// runFakeAgents is the child process of BenchmarkMerge100Agents: it
+// connects 100 fake agents to the coordinator at addr and, once every one
+// has its window, prints "ready <wire bytes per report>". Then, for each
+// line "round" on stdin, every agent sends its next report and waits for
+// its ack, and it prints "done"; for "cpu" it prints "cpu <ns>", its own
+// CPU time so far. It returns when stdin closes. Bare reports carry no
+// histogram.
+func runFakeAgents(addr string, bare bool) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "fake agents:", err)
+		return 1
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fail(err)
+	}
+	defer cc.Close()
+	cl := pb.NewCoordinatorServiceClient(cc)
+	fakes := make([]*fakeAgent, benchAgents)
+	for i := range fakes {
+		if fakes[i], err = dialFake(ctx, cl, fmt.Sprintf("bench-%d", i), i, hdr.Default); err != nil {
+			return fail(err)
+		}
+	}
+	// Each agent cycles through reports of its own, built now so that
+	// building costs no round anything; a report is marshaled when it is
+	// sent, so setting its seq before each send reuses it.
+	const distinct = 8
+	reports := make([][]*pb.ConnectRequest, len(fakes))
 	var wire int
 	for i, f := range fakes {
-		for n := range b.N {
-			m := benchReport(uint64(n+1), f.window, i)
+		var window uint32
+		select {
+		case window = <-f.windows:
+		case <-f.done:
+			return fail(fmt.Errorf("agent %d: stream ended before a phase", i))
+		}
+		for k := range distinct {
+			m := benchReport(0, window, i*distinct+k)
+			if bare {
+				m.GetReport().Metrics, m.GetReport().Turns = nil, nil
+			}
 			reports[i] = append(reports[i], m)
 			wire += proto.Size(m)
 		}
 	}
-	b.ResetTimer()
-	cpu0, alloc0 := cpuTime(), allocBytes()
-	for n := range b.N {
-		var wg sync.WaitGroup
-		for i, f := range fakes {
-			wg.Go(func() {
-				if err := f.st.Send(reports[i][n]); err != nil {
-					b.Error(err)
-					return
-				}
-				for seq := range f.acks {
-					if seq >= uint64(n+1) {
-						return
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintf(out, "ready %d\n", wire/(len(fakes)*distinct))
+	_ = out.Flush()
+
+	in := bufio.NewScanner(os.Stdin)
+	for seq := uint64(1); in.Scan(); {
+		switch in.Text() {
+		case "cpu":
+			fmt.Fprintf(out, "cpu %d\n", cpuTime())
+		case "round":
+			var wg sync.WaitGroup
+			errs := make(chan error, len(fakes))
+			for i, f := range fakes {
+				m := reports[i][int(seq)%distinct]
+				m.GetReport().Seq = seq
+				wg.Go(func() {
+					if err := f.send(m); err != nil {
+						errs <- fmt.Errorf("agent %d: send report %d: %w", i, seq, err)
+					} else if !f.waitAck(ctx, seq) {
+						errs <- fmt.Errorf("agent %d: report %d not acked", i, seq)
 					}
-				}
-			})
+				})
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				return fail(err)
+			}
+			seq++
+			fmt.Fprintln(out, "done")
 		}
-		wg.Wait()
+		_ = out.Flush()
 	}
-	b.StopTimer()
-	total := float64(b.N * agents)
-	b.ReportMetric(float64(cpuTime()-cpu0)/total, "cpu-ns/report")
-	b.ReportMetric(float64(allocBytes()-alloc0)/total, "alloc-B/report")
-	b.ReportMetric(float64(b.Elapsed())/total, "ns/report")
-	b.ReportMetric(float64(wire)/total, "wire-bytes/report")
-	b.ReportMetric(0, "ns/op")
+	return 0
 }
 
 // BenchmarkReportMetrics measures what the Prometheus load metrics add to
@@ -242,11 +337,13 @@ func BenchmarkReportMetrics(b *testing.B) {
 	m.load.Add(reps[0].Window, lb)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, alloc0 := cpuTime(), allocBytes()
+	cpu0 := cpuTime()
+	bytes0, _ := allocs()
 	for n := range b.N {
 		m.load.Add(reps[n%len(reps)].Window, lb)
 	}
 	b.StopTimer()
+	bytes1, _ := allocs()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/report")
-	b.ReportMetric(float64(allocBytes()-alloc0)/float64(b.N), "alloc-B/report")
+	b.ReportMetric(float64(bytes1-bytes0)/float64(b.N), "alloc-B/report")
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -36,11 +37,7 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 	case *pb.ConnectRequest_Started:
 		return started{Window: v.Started.GetWindowId(), Offset: v.Started.GetOffset().AsDuration()}, nil
 	case *pb.ConnectRequest_Report:
-		w, err := windowFromPB(v.Report, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return report{Seq: v.Report.GetSeq(), Window: w}, nil
+		return reportFromPB(v.Report, cfg), nil
 	case *pb.ConnectRequest_Watermark:
 		return watermark{Window: v.Watermark.GetWindowId(), Seq: v.Watermark.GetSeq(), Finished: v.Watermark.GetFinished(), Epoch: v.Watermark.GetEpoch()}, nil
 	case *pb.ConnectRequest_Heartbeat:
@@ -61,26 +58,47 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 	return nil, fmt.Errorf("convert message: unknown message %T", m.GetMsg())
 }
 
+// reportFromPB decodes a report, or returns a badReport when it cannot:
+// a bad report is refused alone, where failing the stream would make the
+// agent resend it, or give up, and lose every later report too.
+func reportFromPB(r *pb.Report, cfg hdr.Config) any {
+	w, err := windowFromPB(r, cfg)
+	if err != nil {
+		return badReport{Seq: r.GetSeq(), Window: r.GetWindowId(), Err: err}
+	}
+	return report{Seq: r.GetSeq(), Window: w}
+}
+
 // windowFromPB decodes a report into a record.Window, refusing histograms
-// of another geometry.
+// of another geometry and malformed ones: a report is taken whole or not
+// at all.
 func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
-	// Only the histograms the report carries are decoded, each in sparse
-	// form (a full-range histogram is hundreds of KB); nil entries read as
-	// empty.
+	// Only the histograms the report carries are decoded, each validated
+	// and kept in sparse form (a full-range histogram is hundreds of KB);
+	// nil entries read as empty.
 	w := &record.Window{ID: r.GetWindowId(), Config: cfg, Turns: make(map[int]*record.TurnStats, len(r.GetTurns()))}
 	for _, mh := range r.GetMetrics() {
 		m := record.Metric(mh.GetMetric() - 1)
 		if m < 0 || m >= record.NumMetrics {
 			return nil, fmt.Errorf("decode report %d: unknown metric %v", r.GetSeq(), mh.GetMetric())
 		}
-		h, err := decodeHist(cfg, mh.GetHistogram(), mh.GetClamped())
+		if w.Hist[m] != nil {
+			return nil, fmt.Errorf("decode report %d: metric %s twice", r.GetSeq(), m)
+		}
+		if err := knownFields(mh); err != nil {
+			return nil, fmt.Errorf("decode report %d %s: %w", r.GetSeq(), m, err)
+		}
+		h, err := sparseFromPB(cfg, mh.GetHistogram())
 		if err != nil {
 			return nil, fmt.Errorf("decode report %d %s: %w", r.GetSeq(), m, err)
 		}
 		w.Hist[m] = h
 	}
 	for _, t := range r.GetTurns() {
-		h, err := decodeHist(cfg, t.GetTtft(), t.GetTtftClamped())
+		if err := knownFields(t); err != nil {
+			return nil, fmt.Errorf("decode report %d turn %d: %w", r.GetSeq(), t.GetTurn(), err)
+		}
+		h, err := sparseFromPB(cfg, t.GetTtft())
 		if err != nil {
 			return nil, fmt.Errorf("decode report %d turn %d: %w", r.GetSeq(), t.GetTurn(), err)
 		}
@@ -131,25 +149,37 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
 	return w, nil
 }
 
-// decodeHist decodes one of a report's histograms in sparse form: merged
-// into the window's accumulator, it costs its non-zero buckets, not a full
-// counts array (see hdr.DecodeSparse). An empty one is nil, which a
-// record.Window reads as empty.
-func decodeHist(cfg hdr.Config, b []byte, clamped int64) (*hdr.Histogram, error) {
-	if len(b) == 0 && clamped == 0 {
+// sparseFromPB validates one of a report's histograms and keeps it in
+// sparse form: merged into the window's accumulator, it costs its
+// populated buckets, not a full counts array, and nothing is inflated (see
+// hdr.FromSparse). The counts are kept without a copy: the message is the
+// receiver's own. An absent or empty one is nil, which a record.Window
+// reads as empty.
+func sparseFromPB(cfg hdr.Config, p *pb.SparseHistogram) (*hdr.Histogram, error) {
+	if p == nil {
 		return nil, nil
 	}
-	if len(b) == 0 {
-		h := cfg.New()
-		h.SetClamped(clamped)
-		return h, nil
-	}
-	h, err := hdr.DecodeSparse(cfg, b)
-	if err != nil {
+	h, err := hdr.FromSparse(cfg, hdr.Sparse{
+		Config: hdr.Config{
+			LowestMicros: p.GetLowestMicros(), HighestMicros: p.GetHighestMicros(), SigFigs: int(p.GetSignificantFigures()),
+		},
+		Counts: p.GetCounts(), Total: p.GetTotalCount(), Clamped: p.GetClamped(),
+	})
+	if err != nil || h.Count() == 0 { // an empty one has no clamp count either
 		return nil, err
 	}
-	h.SetClamped(clamped)
 	return h, nil
+}
+
+// knownFields refuses a histogram's message that carries fields this
+// coordinator does not know: an agent of another version may have put its
+// counts there (the V2 compressed field 2 before SparseHistogram), and
+// reading on would merge them as empty without a word.
+func knownFields(m proto.Message) error {
+	if n := len(m.ProtoReflect().GetUnknown()); n > 0 {
+		return fmt.Errorf("%d bytes of fields this coordinator does not know (an agent of another fleetbench version?)", n)
+	}
+	return nil
 }
 
 // responseToPB converts an outbound domain message.

@@ -166,6 +166,8 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 		}
 	case report:
 		r.apply(m, msg, now)
+	case badReport:
+		r.reject(m, msg)
 	case watermark:
 		if msg.Seq <= m.applied && (!m.hasWM || msg.Window >= m.wm) {
 			m.wm, m.hasWM = msg.Window, true
@@ -216,6 +218,39 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 	}
 	if r.cfg.OnReport != nil {
 		r.cfg.OnReport(m.id, w.id, rep.Window)
+	}
+}
+
+// reject accounts for a report that could not be decoded, once per
+// (agent, seq) as apply does: it is acked, so the agent drops it and its
+// later reports are applied as usual; counted as a merge error; and its
+// window, missing that data, is marked degraded with the rejection in the
+// agent's coverage.
+func (r *run) reject(m *member, rep badReport) {
+	if rep.Seq <= m.applied {
+		r.metrics.reportsDuplicate.Inc()
+		m.conn.send(ack{Seq: m.applied})
+		return
+	}
+	if rep.Seq != m.applied+1 {
+		m.logger.Warn("report sequence gap", "expected", m.applied+1, "got", rep.Seq)
+	}
+	m.applied = rep.Seq
+	defer m.conn.send(ack{Seq: m.applied})
+	r.metrics.mergeErrors.Inc()
+	m.logger.Error("report rejected", "seq", rep.Seq, "window", rep.Window, "error", rep.Err)
+	w := r.byID[rep.Window]
+	if w == nil {
+		return
+	}
+	w.reject(m)
+	if w.kind == KindMeasure && r.st != nil && w.stage == r.st.idx {
+		r.st.res.Degraded = true
+	}
+	if w.closed && r.out != nil {
+		if err := r.out.write(w); err != nil {
+			m.logger.Error("write window", "window", w.id, "error", err)
+		}
 	}
 }
 

@@ -72,6 +72,16 @@ type report struct {
 	Window *record.Window
 }
 
+// badReport is a report the gRPC edge could not decode (a malformed
+// histogram, a geometry other than the agent's, an unknown metric): the
+// run loop merges none of it but acks it, so that one bad report costs
+// its own data and nothing else.
+type badReport struct {
+	Seq    uint64
+	Window uint32
+	Err    error
+}
+
 type watermark struct {
 	Window   uint32
 	Seq      uint64

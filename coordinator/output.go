@@ -218,3 +218,23 @@ func writeAtomic(path string, b []byte) error {
 	}
 	return nil
 }
+
+// decodeHist decodes one of a window file's histograms (V2 compressed,
+// base64) in sparse form (see hdr.DecodeSparse) and restores its clamp
+// count. An empty one is nil, which a record.Window reads as empty.
+func decodeHist(cfg hdr.Config, b []byte, clamped int64) (*hdr.Histogram, error) {
+	if len(b) == 0 && clamped == 0 {
+		return nil, nil
+	}
+	if len(b) == 0 {
+		h := cfg.New()
+		h.SetClamped(clamped)
+		return h, nil
+	}
+	h, err := hdr.DecodeSparse(cfg, b)
+	if err != nil {
+		return nil, err
+	}
+	h.SetClamped(clamped)
+	return h, nil
+}

@@ -32,8 +32,9 @@ type StageResult struct {
 	Measured *record.Window
 	// Windows lists the stage's window ids in order.
 	Windows []uint32
-	// Degraded is set when any measured window of the stage lost an agent,
-	// or when an agent failed (said it cannot run) before or during it.
+	// Degraded is set when any measured window of the stage lost an agent
+	// or refused one of its reports, or when an agent failed (said it
+	// cannot run) before or during it.
 	Degraded bool
 	// Agents is every agent's status when the stage ended.
 	Agents []AgentStatus
@@ -62,7 +63,8 @@ type WindowResult struct {
 	LateRequests int64
 	// Coverage lists every agent that was a member during the window.
 	Coverage []Coverage
-	// Degraded is set when an agent was lost during the window; Rerun
+	// Degraded is set when an agent was lost during the window or one of
+	// its reports for the window was refused (Coverage.Rejected); Rerun
 	// when PolicyRerun replaced it with another window.
 	Degraded bool
 	Rerun    bool
@@ -94,6 +96,10 @@ type Coverage struct {
 	Seconds     float64
 	LostSeconds float64
 	Reports     int
+	// Rejected counts its reports for the window that could not be
+	// decoded (malformed histograms, another geometry): acked, logged and
+	// left out of the window's data.
+	Rejected int
 	// Requests counts the requests (ok and failed) in its applied reports.
 	Requests int64
 	Lost     bool

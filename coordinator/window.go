@@ -44,6 +44,7 @@ type coverage struct {
 	lostAt      time.Time
 	lost        bool
 	reports     int
+	rejected    int
 	requests    int64
 	// earlier and gap carry the stints before a loss that the same
 	// process came back from (a cut connection): the seconds it ran and
@@ -118,6 +119,18 @@ func (w *window) apply(m *member, rep *record.Window, out *writer) error {
 	return nil
 }
 
+// reject records that a report of m for the window was refused: the
+// window misses its data.
+func (w *window) reject(m *member) {
+	c, ok := w.cover[m]
+	if !ok {
+		c = &coverage{id: m.id, incarnation: m.incarnation, index: m.index, from: w.end}
+		w.cover[m] = c
+	}
+	c.rejected++
+	w.degraded = true
+}
+
 // watermarksPassed reports whether every live contributing agent has
 // finished every turn of the window. Lost agents do not hold a window open.
 func (w *window) watermarksPassed() bool {
@@ -167,7 +180,7 @@ func (c *coverage) result(start, end time.Time) Coverage {
 	}
 	return Coverage{
 		Agent: c.id, Incarnation: c.incarnation, Index: c.index, Seconds: c.earlier.Seconds() + max(to.Sub(from).Seconds(), 0),
-		LostSeconds: lost, Reports: c.reports, Requests: c.requests, Lost: c.lost,
+		LostSeconds: lost, Reports: c.reports, Rejected: c.rejected, Requests: c.requests, Lost: c.lost,
 	}
 }
 

@@ -80,24 +80,25 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// reportHist encodes a histogram of 200 values spread over 1 ms..251 ms,
+// reportHist returns a histogram of 200 values spread over 1 ms..251 ms,
 // the size of one metric of an agent's interval report.
-func reportHist(b *testing.B) []byte {
+func reportHist() *Histogram {
 	h := Default.New()
 	for i := range 200 {
 		h.RecordValue(int64(1000 + (i*7919)%250000))
 	}
-	enc, err := h.Encode()
+	return h
+}
+
+// BenchmarkMergeDecoded is the V2 path for one report histogram: Decode
+// its compressed encoding into a counts array, then Merge it into an
+// accumulator.
+func BenchmarkMergeDecoded(b *testing.B) {
+	enc, err := reportHist().Encode()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return enc
-}
-
-// BenchmarkMergeDecoded is the full path for one report histogram: Decode
-// into a counts array, then Merge it into an accumulator.
-func BenchmarkMergeDecoded(b *testing.B) {
-	enc, dst := reportHist(b), Default.New()
+	dst := Default.New()
 	b.ReportAllocs()
 	for b.Loop() {
 		h, err := Decode(Default, enc)
@@ -110,18 +111,38 @@ func BenchmarkMergeDecoded(b *testing.B) {
 	}
 }
 
-// BenchmarkMergeSparse is the sparse path for the same histogram:
-// DecodeSparse, then Merge its buckets into the accumulator.
+// BenchmarkMergeSparse is the wire path for the same histogram: FromSparse
+// validates its sparse form, then Merge adds its buckets into the
+// accumulator.
 func BenchmarkMergeSparse(b *testing.B) {
-	enc, dst := reportHist(b), Default.New()
+	s, dst := reportHist().Sparse(), Default.New()
 	b.ReportAllocs()
 	for b.Loop() {
-		h, err := DecodeSparse(Default, enc)
+		h, err := FromSparse(Default, s)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := dst.Merge(h); err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.ReportMetric(float64(len(s.Counts)), "bytes/hist")
+}
+
+// BenchmarkSparse is the agent's side: one report histogram, and a full
+// one, in sparse form.
+func BenchmarkSparse(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		h    *Histogram
+	}{{"200-values", reportHist()}, {"100000-values", filled(100_000)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var n int
+			for b.Loop() {
+				n = len(tc.h.Sparse().Counts)
+			}
+			b.ReportMetric(float64(n), "bytes/hist")
+		})
 	}
 }

@@ -9,16 +9,17 @@ type Bucket struct {
 }
 
 // Buckets calls fn with every non-empty bucket of h, in increasing order
-// of value. A histogram from DecodeSparse that has not been expanded is
-// read from its encoded buckets, at the cost of those buckets only, and
-// stays sparse; a full histogram costs one copy of its counts array.
+// of value. A sparse histogram (FromSparse, DecodeSparse) that has not
+// been expanded is read from its encoded buckets, at the cost of those
+// buckets only, and stays sparse; a full histogram costs one copy of its
+// counts array.
 // Buckets is a read: it may run concurrently with other reads of h, never
 // with a mutation.
 func (h *Histogram) Buckets(fn func(Bucket)) {
 	if s := h.compact(); s != nil {
 		idx := 0
 		for pos := 0; pos < len(s.payload); {
-			// DecodeSparse validated the payload.
+			// FromSparse or DecodeSparse validated the payload.
 			v, n := readZigZag(s.payload[pos:])
 			pos += n
 			if v < 0 {

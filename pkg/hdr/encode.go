@@ -53,6 +53,11 @@ type coder struct {
 	zr   io.ReadCloser
 	in   bytes.Reader
 	b64  []byte
+
+	// packed collects a full histogram's populated buckets for
+	// appendPayload; packedCfg is its configuration.
+	packed    *hdrhistogram.PackedHistogram
+	packedCfg Config
 }
 
 var coders = sync.Pool{New: func() any { return new(coder) }}
@@ -67,10 +72,7 @@ var coders = sync.Pool{New: func() any { return new(coder) }}
 func (h *Histogram) Encode() ([]byte, error) {
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
-	// Export copies the counts; it is the one view of them hdrhistogram-go
-	// offers, and one copy is far cheaper than the compressor it replaces.
-	counts := h.hist().Export().Counts
-	raw := appendCounts(append(c.raw[:0], make([]byte, innerHeaderLen)...), counts)
+	raw := c.appendPayload(append(c.raw[:0], make([]byte, innerHeaderLen)...), h)
 	hd := raw[:innerHeaderLen]
 	binary.BigEndian.PutUint32(hd[0:], uint32(uncompressedCookie))
 	binary.BigEndian.PutUint32(hd[4:], uint32(len(raw)-innerHeaderLen))
@@ -106,9 +108,9 @@ func (h *Histogram) Encode() ([]byte, error) {
 	return out, nil
 }
 
-// appendCounts appends the V2 payload of counts: every count up to the last
-// non-zero one (at least one), a run of two or more zeros as its negated
-// length.
+// appendCounts appends the V2 payload of a full counts array: every count
+// up to the last non-zero one (at least one), a run of two or more zeros as
+// its negated length.
 func appendCounts(b []byte, counts []int64) []byte {
 	limit := 1
 	for i := len(counts) - 1; i > 0; i-- {
@@ -150,8 +152,18 @@ func appendZigZag(b []byte, v int64) []byte {
 }
 
 // readZigZag reads one varint written by appendZigZag; n is 0 when b is
-// truncated.
+// truncated. A one-byte varint (a count below 64, a zero run below 65) is
+// read inline: most of a report's are.
 func readZigZag(b []byte) (v int64, n int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		u := uint64(b[0])
+		return int64((u >> 1) ^ -(u & 1)), 1
+	}
+	return readZigZagLong(b)
+}
+
+// readZigZagLong is readZigZag for varints of any length.
+func readZigZagLong(b []byte) (v int64, n int) {
 	var u uint64
 	for i := 0; i < maxVarint; i++ {
 		if i >= len(b) {
@@ -179,7 +191,19 @@ type geometry struct {
 	countsLen       int
 }
 
+// defaultGeometry is Default's geometry, computed once: the coordinator
+// needs it for every histogram of every report (FromSparse).
+var defaultGeometry = computeGeometry(Default)
+
+// geometryOf returns c's geometry.
 func geometryOf(c Config) geometry {
+	if c == Default {
+		return defaultGeometry
+	}
+	return computeGeometry(c)
+}
+
+func computeGeometry(c Config) geometry {
 	subCountMag := int(math.Ceil(math.Log2(2 * math.Pow10(c.SigFigs))))
 	subHalfMag := max(subCountMag, 1) - 1
 	unit := uint(bits.Len64(uint64(c.LowestMicros)) - 1) // floor(log2(lowest))
@@ -200,6 +224,16 @@ func geometryOf(c Config) geometry {
 		unitMagnitude: unit, subHalfCountMag: uint(subHalfMag), subHalfCount: 1 << subHalfMag,
 		countsLen: (buckets + 1) * (1 << subHalfMag),
 	}
+}
+
+// indexOf returns the counts index of value v >= 0, as hdrhistogram-go's
+// countsIndexFor computes it.
+func (g geometry) indexOf(v int64) int {
+	subBucketMask := uint64(2*g.subHalfCount-1) << g.unitMagnitude
+	pow2Ceiling := 64 - bits.LeadingZeros64(uint64(v)|subBucketMask)
+	bucket := pow2Ceiling - int(g.unitMagnitude) - int(g.subHalfCountMag+1)
+	sub := int(v >> (uint(bucket) + g.unitMagnitude))
+	return (bucket+1)<<g.subHalfCountMag + sub - g.subHalfCount
 }
 
 // valueAt returns the lowest value of counts index i.

@@ -1,5 +1,6 @@
 // Package hdr wraps HdrHistogram with fleetbench's one histogram
-// configuration, clamping with counts, lossless merge and V2 encoding.
+// configuration, clamping with counts, lossless merge, V2 encoding and the
+// uncompressed sparse form agents send (Sparse).
 //
 // Every latency in fleetbench is recorded in microseconds into a Histogram
 // built from one Config (normally Default). Histograms of the same Config
@@ -119,24 +120,27 @@ func (c Config) New() *Histogram {
 // nothing mutates it; callers serialize Record, Merge, Reset and SetClamped
 // against every other use (pkg/record does so under its Recorder's mutex).
 //
-// A Histogram from DecodeSparse holds only its encoded buckets until it is
-// used other than as the source of a Merge (see DecodeSparse); it keeps the
-// same contract, its one-time expansion being safe under concurrent reads.
+// A Histogram from FromSparse holds only its encoded buckets until it is
+// used other than as the source of a Merge, an Encode or a Sparse (see
+// FromSparse); it keeps the same contract, its one-time expansion being
+// safe under concurrent reads.
 type Histogram struct {
 	cfg     Config
 	h       *hdrhistogram.Histogram // nil in a sparse histogram until expanded
 	clamped int64
 
-	// sparse is set by DecodeSparse and never changed after; expand builds
-	// h from it once, on the first use that needs the counts array.
-	sparse   *sparse
+	// lazy marks a histogram built by FromSparse: sparse holds its counts
+	// and never changes after; expand builds h from it once, on the first
+	// use that needs the counts array.
+	lazy     bool
+	sparse   sparse
 	once     sync.Once
 	expanded atomic.Bool
 }
 
 // hist returns the hdrhistogram-go histogram, expanding a sparse one.
 func (h *Histogram) hist() *hdrhistogram.Histogram {
-	if h.sparse != nil {
+	if h.lazy {
 		h.once.Do(h.expand)
 	}
 	return h.h
@@ -145,10 +149,10 @@ func (h *Histogram) hist() *hdrhistogram.Histogram {
 // compact returns h's sparse form while h has not been expanded (so the
 // sparse form is still all of its counts), else nil.
 func (h *Histogram) compact() *sparse {
-	if h.sparse == nil || h.expanded.Load() {
+	if !h.lazy || h.expanded.Load() {
 		return nil
 	}
-	return h.sparse
+	return &h.sparse
 }
 
 // Config returns the configuration h was built with.
@@ -221,7 +225,7 @@ func (h *Histogram) Count() int64 {
 // Clamped returns how many of the recorded values were outside
 // 0..HighestMicros and recorded at the nearest bound. The V2 encoding does
 // not carry it: whoever ships an encoded histogram ships Clamped next to it
-// and restores it with SetClamped after Decode.
+// and restores it with SetClamped after Decode. The Sparse form carries it.
 func (h *Histogram) Clamped() int64 { return h.clamped }
 
 // SetClamped sets the clamp count, for restoring it after Decode.
@@ -322,7 +326,7 @@ func (h *Histogram) Summary() Summary {
 // buckets are immutable and shared).
 func (h *Histogram) Clone() *Histogram {
 	if s := h.compact(); s != nil {
-		return &Histogram{cfg: h.cfg, clamped: h.clamped, sparse: s}
+		return &Histogram{cfg: h.cfg, clamped: h.clamped, lazy: true, sparse: *s}
 	}
 	return &Histogram{cfg: h.cfg, h: h.hist().Clone(), clamped: h.clamped}
 }

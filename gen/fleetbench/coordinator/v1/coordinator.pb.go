@@ -1811,14 +1811,11 @@ func (x *ErrorStat) GetFirst() *timestamppb.Timestamp {
 	return nil
 }
 
-// MetricHistogram is one encoded interval histogram.
+// MetricHistogram is one metric's interval histogram.
 type MetricHistogram struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Metric Metric                 `protobuf:"varint,1,opt,name=metric,proto3,enum=fleetbench.coordinator.v1.Metric" json:"metric,omitempty"`
-	// HdrHistogram V2 compressed encoding, base64 as in interval logs.
-	Histogram []byte `protobuf:"bytes,2,opt,name=histogram,proto3" json:"histogram,omitempty"`
-	// Values clamped to the highest trackable value.
-	Clamped       int64 `protobuf:"varint,3,opt,name=clamped,proto3" json:"clamped,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metric        Metric                 `protobuf:"varint,1,opt,name=metric,proto3,enum=fleetbench.coordinator.v1.Metric" json:"metric,omitempty"`
+	Histogram     *SparseHistogram       `protobuf:"bytes,4,opt,name=histogram,proto3" json:"histogram,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1860,14 +1857,106 @@ func (x *MetricHistogram) GetMetric() Metric {
 	return Metric_METRIC_UNSPECIFIED
 }
 
-func (x *MetricHistogram) GetHistogram() []byte {
+func (x *MetricHistogram) GetHistogram() *SparseHistogram {
 	if x != nil {
 		return x.Histogram
 	}
 	return nil
 }
 
-func (x *MetricHistogram) GetClamped() int64 {
+// SparseHistogram is one HDR histogram of microsecond values in the
+// uncompressed sparse form the coordinator merges straight into its
+// window's accumulator: no zlib stream to inflate and no full counts array
+// to build, a cost per populated bucket.
+type SparseHistogram struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The geometry the counts are indexed by. The coordinator refuses a
+	// histogram of any geometry but the one the agent was admitted with
+	// (Hello.histogram_config).
+	LowestMicros       int64 `protobuf:"varint,1,opt,name=lowest_micros,json=lowestMicros,proto3" json:"lowest_micros,omitempty"`
+	HighestMicros      int64 `protobuf:"varint,2,opt,name=highest_micros,json=highestMicros,proto3" json:"highest_micros,omitempty"`
+	SignificantFigures int32 `protobuf:"varint,3,opt,name=significant_figures,json=significantFigures,proto3" json:"significant_figures,omitempty"`
+	// HdrHistogram's V2 payload of the counts (the bytes its V2 encoding
+	// compresses after the 40-byte header): every count in index order as a
+	// ZigZag LEB128-64b9B varint, a run of n >= 2 zero counts as the single
+	// value -n, up to the last non-zero count.
+	Counts []byte `protobuf:"bytes,4,opt,name=counts,proto3" json:"counts,omitempty"`
+	// The sum of the counts; a report whose counts do not sum to it is
+	// refused.
+	TotalCount int64 `protobuf:"varint,5,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	// Values recorded at a bound of the trackable range because they were
+	// outside it (counted in total_count too).
+	Clamped       int64 `protobuf:"varint,6,opt,name=clamped,proto3" json:"clamped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparseHistogram) Reset() {
+	*x = SparseHistogram{}
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparseHistogram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparseHistogram) ProtoMessage() {}
+
+func (x *SparseHistogram) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparseHistogram.ProtoReflect.Descriptor instead.
+func (*SparseHistogram) Descriptor() ([]byte, []int) {
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SparseHistogram) GetLowestMicros() int64 {
+	if x != nil {
+		return x.LowestMicros
+	}
+	return 0
+}
+
+func (x *SparseHistogram) GetHighestMicros() int64 {
+	if x != nil {
+		return x.HighestMicros
+	}
+	return 0
+}
+
+func (x *SparseHistogram) GetSignificantFigures() int32 {
+	if x != nil {
+		return x.SignificantFigures
+	}
+	return 0
+}
+
+func (x *SparseHistogram) GetCounts() []byte {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *SparseHistogram) GetTotalCount() int64 {
+	if x != nil {
+		return x.TotalCount
+	}
+	return 0
+}
+
+func (x *SparseHistogram) GetClamped() int64 {
 	if x != nil {
 		return x.Clamped
 	}
@@ -1878,8 +1967,7 @@ func (x *MetricHistogram) GetClamped() int64 {
 type TurnStats struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Turn              int32                  `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
-	Ttft              []byte                 `protobuf:"bytes,2,opt,name=ttft,proto3" json:"ttft,omitempty"`
-	TtftClamped       int64                  `protobuf:"varint,3,opt,name=ttft_clamped,json=ttftClamped,proto3" json:"ttft_clamped,omitempty"`
+	Ttft              *SparseHistogram       `protobuf:"bytes,8,opt,name=ttft,proto3" json:"ttft,omitempty"`
 	Requests          int64                  `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
 	PromptTokens      int64                  `protobuf:"varint,5,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CachedTokens      int64                  `protobuf:"varint,6,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
@@ -1890,7 +1978,7 @@ type TurnStats struct {
 
 func (x *TurnStats) Reset() {
 	*x = TurnStats{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1990,7 @@ func (x *TurnStats) String() string {
 func (*TurnStats) ProtoMessage() {}
 
 func (x *TurnStats) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2003,7 @@ func (x *TurnStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStats.ProtoReflect.Descriptor instead.
 func (*TurnStats) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TurnStats) GetTurn() int32 {
@@ -1925,18 +2013,11 @@ func (x *TurnStats) GetTurn() int32 {
 	return 0
 }
 
-func (x *TurnStats) GetTtft() []byte {
+func (x *TurnStats) GetTtft() *SparseHistogram {
 	if x != nil {
 		return x.Ttft
 	}
 	return nil
-}
-
-func (x *TurnStats) GetTtftClamped() int64 {
-	if x != nil {
-		return x.TtftClamped
-	}
-	return 0
 }
 
 func (x *TurnStats) GetRequests() int64 {
@@ -1992,7 +2073,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2085,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2098,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Counters) GetRequests() int64 {
@@ -2144,7 +2225,7 @@ type Watermark struct {
 
 func (x *Watermark) Reset() {
 	*x = Watermark{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2237,7 @@ func (x *Watermark) String() string {
 func (*Watermark) ProtoMessage() {}
 
 func (x *Watermark) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2250,7 @@ func (x *Watermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
 func (*Watermark) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Watermark) GetWindowId() uint32 {
@@ -2219,7 +2300,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2312,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2325,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Heartbeat) GetSentAt() *timestamppb.Timestamp {
@@ -2293,7 +2374,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2386,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2399,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Problem) GetStep() string {
@@ -2373,7 +2454,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2466,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2479,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -2418,7 +2499,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2511,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_fleetbench_coordinator_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2524,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Stop) GetReason() string {
@@ -2585,19 +2666,25 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x18\n" +
 	"\aexample\x18\x03 \x01(\tR\aexample\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\x03R\x05count\x120\n" +
-	"\x05first\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05first\"\x84\x01\n" +
+	"\x05first\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05first\"\xab\x01\n" +
 	"\x0fMetricHistogram\x129\n" +
-	"\x06metric\x18\x01 \x01(\x0e2!.fleetbench.coordinator.v1.MetricR\x06metric\x12\x1c\n" +
-	"\thistogram\x18\x02 \x01(\fR\thistogram\x12\x18\n" +
-	"\aclamped\x18\x03 \x01(\x03R\aclamped\"\xec\x01\n" +
+	"\x06metric\x18\x01 \x01(\x0e2!.fleetbench.coordinator.v1.MetricR\x06metric\x12H\n" +
+	"\thistogram\x18\x04 \x01(\v2*.fleetbench.coordinator.v1.SparseHistogramR\thistogramJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\aclamped\"\xe1\x01\n" +
+	"\x0fSparseHistogram\x12#\n" +
+	"\rlowest_micros\x18\x01 \x01(\x03R\flowestMicros\x12%\n" +
+	"\x0ehighest_micros\x18\x02 \x01(\x03R\rhighestMicros\x12/\n" +
+	"\x13significant_figures\x18\x03 \x01(\x05R\x12significantFigures\x12\x16\n" +
+	"\x06counts\x18\x04 \x01(\fR\x06counts\x12\x1f\n" +
+	"\vtotal_count\x18\x05 \x01(\x03R\n" +
+	"totalCount\x12\x18\n" +
+	"\aclamped\x18\x06 \x01(\x03R\aclamped\"\x8f\x02\n" +
 	"\tTurnStats\x12\x12\n" +
-	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x12\n" +
-	"\x04ttft\x18\x02 \x01(\fR\x04ttft\x12!\n" +
-	"\fttft_clamped\x18\x03 \x01(\x03R\vttftClamped\x12\x1a\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12>\n" +
+	"\x04ttft\x18\b \x01(\v2*.fleetbench.coordinator.v1.SparseHistogramR\x04ttft\x12\x1a\n" +
 	"\brequests\x18\x04 \x01(\x03R\brequests\x12#\n" +
 	"\rprompt_tokens\x18\x05 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\x06 \x01(\x03R\fcachedTokens\x12.\n" +
-	"\x13requests_with_cache\x18\a \x01(\x03R\x11requestsWithCache\"\x99\x05\n" +
+	"\x13requests_with_cache\x18\a \x01(\x03R\x11requestsWithCacheJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\fttft_clamped\"\x99\x05\n" +
 	"\bCounters\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\x03R\x06failed\x12^\n" +
@@ -2678,7 +2765,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(ThinkKind)(0),                // 0: fleetbench.coordinator.v1.ThinkKind
 	(PhaseKind)(0),                // 1: fleetbench.coordinator.v1.PhaseKind
@@ -2701,65 +2788,68 @@ var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*WorkerStat)(nil),            // 18: fleetbench.coordinator.v1.WorkerStat
 	(*ErrorStat)(nil),             // 19: fleetbench.coordinator.v1.ErrorStat
 	(*MetricHistogram)(nil),       // 20: fleetbench.coordinator.v1.MetricHistogram
-	(*TurnStats)(nil),             // 21: fleetbench.coordinator.v1.TurnStats
-	(*Counters)(nil),              // 22: fleetbench.coordinator.v1.Counters
-	(*Watermark)(nil),             // 23: fleetbench.coordinator.v1.Watermark
-	(*Heartbeat)(nil),             // 24: fleetbench.coordinator.v1.Heartbeat
-	(*Problem)(nil),               // 25: fleetbench.coordinator.v1.Problem
-	(*Ack)(nil),                   // 26: fleetbench.coordinator.v1.Ack
-	(*Stop)(nil),                  // 27: fleetbench.coordinator.v1.Stop
-	nil,                           // 28: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*SparseHistogram)(nil),       // 21: fleetbench.coordinator.v1.SparseHistogram
+	(*TurnStats)(nil),             // 22: fleetbench.coordinator.v1.TurnStats
+	(*Counters)(nil),              // 23: fleetbench.coordinator.v1.Counters
+	(*Watermark)(nil),             // 24: fleetbench.coordinator.v1.Watermark
+	(*Heartbeat)(nil),             // 25: fleetbench.coordinator.v1.Heartbeat
+	(*Problem)(nil),               // 26: fleetbench.coordinator.v1.Problem
+	(*Ack)(nil),                   // 27: fleetbench.coordinator.v1.Ack
+	(*Stop)(nil),                  // 28: fleetbench.coordinator.v1.Stop
+	nil,                           // 29: fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	5,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
 	15, // 1: fleetbench.coordinator.v1.ConnectRequest.ready:type_name -> fleetbench.coordinator.v1.Ready
 	16, // 2: fleetbench.coordinator.v1.ConnectRequest.started:type_name -> fleetbench.coordinator.v1.Started
 	17, // 3: fleetbench.coordinator.v1.ConnectRequest.report:type_name -> fleetbench.coordinator.v1.Report
-	23, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
-	24, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
-	25, // 6: fleetbench.coordinator.v1.ConnectRequest.problem:type_name -> fleetbench.coordinator.v1.Problem
+	24, // 4: fleetbench.coordinator.v1.ConnectRequest.watermark:type_name -> fleetbench.coordinator.v1.Watermark
+	25, // 5: fleetbench.coordinator.v1.ConnectRequest.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	26, // 6: fleetbench.coordinator.v1.ConnectRequest.problem:type_name -> fleetbench.coordinator.v1.Problem
 	7,  // 7: fleetbench.coordinator.v1.ConnectResponse.welcome:type_name -> fleetbench.coordinator.v1.Welcome
 	8,  // 8: fleetbench.coordinator.v1.ConnectResponse.assignment:type_name -> fleetbench.coordinator.v1.Assignment
 	14, // 9: fleetbench.coordinator.v1.ConnectResponse.phase:type_name -> fleetbench.coordinator.v1.Phase
-	26, // 10: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
-	27, // 11: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
-	24, // 12: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
+	27, // 10: fleetbench.coordinator.v1.ConnectResponse.ack:type_name -> fleetbench.coordinator.v1.Ack
+	28, // 11: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
+	25, // 12: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	6,  // 13: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	29, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	30, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
 	10, // 15: fleetbench.coordinator.v1.Welcome.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	10, // 16: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	9,  // 17: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
 	12, // 18: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
 	11, // 19: fleetbench.coordinator.v1.RunSpec.slo:type_name -> fleetbench.coordinator.v1.Slo
-	29, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
-	29, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
-	29, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
+	30, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
+	30, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
+	30, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
 	0,  // 23: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
-	29, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
+	30, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
 	13, // 25: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
 	1,  // 26: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	30, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	29, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	31, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	30, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
 	20, // 29: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
-	21, // 30: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
-	22, // 31: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	30, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	30, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	22, // 30: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
+	23, // 31: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
+	31, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	31, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
 	19, // 34: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
 	18, // 35: fleetbench.coordinator.v1.Report.workers:type_name -> fleetbench.coordinator.v1.WorkerStat
-	30, // 36: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
+	31, // 36: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
 	2,  // 37: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
-	28, // 38: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	30, // 39: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	3,  // 40: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	4,  // 41: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	41, // [41:42] is the sub-list for method output_type
-	40, // [40:41] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	21, // 38: fleetbench.coordinator.v1.MetricHistogram.histogram:type_name -> fleetbench.coordinator.v1.SparseHistogram
+	21, // 39: fleetbench.coordinator.v1.TurnStats.ttft:type_name -> fleetbench.coordinator.v1.SparseHistogram
+	29, // 40: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
+	31, // 41: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 42: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 43: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	43, // [43:44] is the sub-list for method output_type
+	42, // [42:43] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -2790,7 +2880,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
