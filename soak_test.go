@@ -498,6 +498,11 @@ func TestSoak(t *testing.T) {
 
 	// No process grows over the last half: the mean of its last quarter
 	// within 10% of the mean of the quarter before, fault seconds left out.
+	// RSS is judged over the full soak only: over the short one's 100 s
+	// a process's RSS still follows its heap up to the collector's target
+	// (GOGC=400 lets the heap reach five times the live data), which says
+	// nothing of a leak; open files and goroutines are exact either way.
+	judgeRSS := plan.measure >= 5*time.Minute
 	growth := func(name string, get func(soakSample) (float64, bool)) {
 		var q3, q4 []float64
 		for _, s := range samples {
@@ -518,6 +523,9 @@ func TestSoak(t *testing.T) {
 		}
 		m3, m4 := mean(q3), mean(q4)
 		t.Logf("%s: %.0f then %.0f (%+.1f%%)", name, m3, m4, 100*(m4-m3)/m3)
+		if strings.HasSuffix(name, "RSS KiB") && !judgeRSS {
+			return
+		}
 		if m4 > 1.10*m3+8 { // +8: a few descriptors or goroutines of slack on small counts
 			t.Errorf("%s grew from %.0f to %.0f over the last half", name, m3, m4)
 		}
