@@ -34,6 +34,9 @@ const asMainEnv = "FLEETBENCH_TEST_AS_MAIN"
 const noFileEnv = "FLEETBENCH_TEST_NOFILE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(scriptedEnv) == "1" {
+		os.Exit(serveScripted())
+	}
 	if os.Getenv(asMainEnv) == "1" {
 		if n, err := strconv.ParseUint(os.Getenv(noFileEnv), 10, 64); err == nil {
 			rl := syscall.Rlimit{Cur: n, Max: n}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,10 +34,19 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// tailWriter discards a stream but keeps its last bytes.
-type tailWriter struct{ tail []byte }
+// tailWriter discards a stream but keeps its last bytes and counts its
+// events (a "data: " at the start of a write or after a blank line; the
+// simulator writes each event whole).
+type tailWriter struct {
+	tail   []byte
+	events int
+}
 
 func (w *tailWriter) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("data: ")) {
+		w.events++
+	}
+	w.events += bytes.Count(p, []byte("\n\ndata: "))
 	w.tail = append(w.tail, p...)
 	if len(w.tail) > 1024 {
 		w.tail = append(w.tail[:0], w.tail[len(w.tail)-512:]...)
@@ -85,6 +95,13 @@ func serveForBench(spec string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// FLEETBENCH_SIM_BENCH_CPUPROFILE=FILE profiles the simulator's CPU
+	// for as long as it serves.
+	if path := os.Getenv("FLEETBENCH_SIM_BENCH_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -167,6 +184,7 @@ func BenchmarkSimStreaming(b *testing.B) {
 	var next atomic.Int64
 	var total atomic.Int64
 	var failed atomic.Int64
+	var events atomic.Int64
 	n := int64(max(b.N, streams))
 	b.ResetTimer()
 	cpu0, srv0, wall0 := cpuTime(), procCPU(pid), time.Now()
@@ -192,6 +210,7 @@ func BenchmarkSimStreaming(b *testing.B) {
 				var tw tailWriter
 				_, _ = io.Copy(&tw, resp.Body)
 				resp.Body.Close()
+				events.Add(int64(tw.events))
 				i0 := bytes.LastIndex(tw.tail, []byte(`"completion_tokens":`))
 				if i0 < 0 {
 					failed.Add(1)
@@ -215,6 +234,11 @@ func BenchmarkSimStreaming(b *testing.B) {
 	b.ReportMetric(float64(srv.Milliseconds())/(tok/1000), "cpu-ms/1k-tokens")
 	b.ReportMetric(float64(cpu.Milliseconds())/(tok/1000), "client-cpu-ms/1k-tokens")
 	b.ReportMetric(tok/wall.Seconds(), "tokens/s")
+	// The simulator writes one event per engine step that advanced a
+	// stream, so its cost per token falls as steps carry more tokens
+	// (speculative decoding, slower steps): events are the write calls.
+	b.ReportMetric(float64(srv.Microseconds())/float64(max(events.Load(), 1)), "cpu-us/event")
+	b.ReportMetric(tok/float64(max(events.Load(), 1)), "tokens/event")
 	b.ReportMetric(srv.Seconds()/wall.Seconds(), "cores")
 	b.ReportMetric(float64(streams), "streams")
 }

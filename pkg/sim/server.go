@@ -480,6 +480,8 @@ func (s *Sim) stream(w http.ResponseWriter, r *http.Request, req *request, sq *s
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
+	// Looked up once: a label lookup per event was 2-3% of the stream's CPU.
+	outputTokens := s.m.feOutput.WithLabelValues(s.cfg.Model)
 	sent := 0
 	for {
 		select {
@@ -516,7 +518,7 @@ func (s *Sim) stream(w http.ResponseWriter, r *http.Request, req *request, sq *s
 				buf = append(buf, "null"...)
 			}
 			buf = append(buf, "}]}\n\n"...)
-			s.m.feOutput.WithLabelValues(s.cfg.Model).Add(float64(n - sent))
+			outputTokens.Add(float64(n - sent))
 			sent = n
 		}
 		var err error
