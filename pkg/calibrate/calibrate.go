@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
@@ -40,6 +41,11 @@ type Options struct {
 	Seed         int64
 	// Tune, when set, adjusts each point's simulator config.
 	Tune func(*sim.Config)
+	// FreshPerPoint starts each point on a new simulator with empty
+	// caches. By default each mode's levels run in order on one
+	// simulator, as the published sweep ran on one deployment, so the
+	// caches and the router's index carry over from level to level.
+	FreshPerPoint bool
 }
 
 // Point is what one level in one mode measured.
@@ -137,7 +143,7 @@ func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point
 	if !sleep(ctx, wall(o.Warmup)) {
 		return Point{}, ctx.Err()
 	}
-	before, err := prefix(s)
+	before, err := prefix(s.Gatherer())
 	if err != nil {
 		return Point{}, err
 	}
@@ -148,7 +154,7 @@ func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point
 	}
 	winEnd := time.Now()
 	e.SetWindow(2)
-	after, err := prefix(s)
+	after, err := prefix(s.Gatherer())
 	if err != nil {
 		return Point{}, err
 	}
@@ -217,9 +223,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // prefix sums vllm:prefix_cache_hits_total and _queries_total over the
 // workers.
-func prefix(s *sim.Sim) ([2]float64, error) {
+func prefix(g prometheus.Gatherer) ([2]float64, error) {
 	var v [2]float64
-	mfs, err := s.Gatherer().Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		return v, fmt.Errorf("gather metrics: %w", err)
 	}

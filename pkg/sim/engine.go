@@ -28,6 +28,10 @@ type seq struct {
 	out     *completion
 	arrival time.Time
 	notify  chan struct{} // capacity 1; poked after each published change
+	// grow, when set, is called on the engine goroutine for each block of
+	// generated tokens the first time it fills, so the router can count
+	// it among the worker's active blocks as Dynamo's does.
+	grow func()
 
 	// Engine-owned.
 	queuedAt   time.Duration // worker's simulated clock when it joined the queue
@@ -36,6 +40,7 @@ type seq struct {
 	hashedHeld int
 	generated  int
 	queried    bool // prefix cache lookup counted
+	grown      int  // blocks past the prompt reported through grow
 
 	// Published: cached, firstAt and simTTFT are written before progress
 	// reaches 1; err is written before done.
@@ -408,6 +413,13 @@ func (w *worker) apply(now time.Time) {
 				s.hashes = append(s.hashes, hashBlock(parent, w.scratch))
 			}
 			w.pool.commit(s.hashes[i])
+			// A block that starts past the prompt holds only generated
+			// tokens (the prompt's partial tail block the router counts
+			// already); a recompute after preemption reports nothing new.
+			if s.grow != nil && i*bs >= len(s.prompt) && i >= s.grown {
+				s.grown = i + 1
+				s.grow()
+			}
 		}
 		if s.computed < s.known() {
 			continue // a chunk of a longer prefill
