@@ -63,30 +63,52 @@ type Point struct {
 	Failed     int
 }
 
-// Run measures every level in every mode, each on a fresh simulator.
+// Run measures every level in every mode. Each mode's levels run in order
+// on one simulator, as the published sweep ran on one deployment, unless
+// Options.FreshPerPoint is set.
 func Run(ctx context.Context, o Options, logger hclog.Logger) ([]Point, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	var out []Point
 	for _, m := range o.Modes {
+		var (
+			s    *sim.Sim
+			stop func()
+		)
+		next := 0 // the first conversation of the next level
 		for _, n := range o.Levels {
-			p, err := measure(ctx, o, m, n)
+			if s == nil || o.FreshPerPoint {
+				if stop != nil {
+					stop()
+				}
+				var err error
+				if s, stop, err = startSim(ctx, o, m); err != nil {
+					return out, err
+				}
+			}
+			p, err := measure(ctx, o, s, m, n, next)
 			if err != nil {
+				stop()
 				return out, fmt.Errorf("measure %s at %d sessions: %w", m, n, err)
 			}
+			// Later levels play new conversations on the same documents.
+			next += 100_000
 			logger.Info("point measured", "mode", m, "sessions", n, "ttft_p50", p.TTFTP50, "ttft_p95", p.TTFTP95,
 				"hit_rate", p.HitRate, "rps", p.RPS, "output", p.MeanOutput)
 			out = append(out, p)
+		}
+		if stop != nil {
+			stop()
 		}
 	}
 	return out, nil
 }
 
-func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point, error) {
+func startSim(ctx context.Context, o Options, mode sim.Mode) (*sim.Sim, func(), error) {
 	cfg, err := sim.ProfileConfig(o.Profile)
 	if err != nil {
-		return Point{}, err
+		return nil, nil, err
 	}
 	cfg.Router, cfg.TimeScale, cfg.Listen = mode, o.TimeScale, "127.0.0.1:0"
 	if o.Tune != nil {
@@ -94,26 +116,40 @@ func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point
 	}
 	s, err := sim.New(cfg, nil, nil)
 	if err != nil {
-		return Point{}, err
+		return nil, nil, err
 	}
-	simCtx, stopSim := context.WithCancel(ctx)
-	defer func() {
-		stopSim()
-		_ = s.Close()
-	}()
+	simCtx, cancel := context.WithCancel(ctx)
 	if err := s.Start(simCtx); err != nil {
-		return Point{}, err
+		cancel()
+		return nil, nil, err
 	}
+	return s, func() {
+		cancel()
+		_ = s.Close()
+	}, nil
+}
+
+// offsetSource plays conversations from first on.
+type offsetSource struct {
+	workload.Source
+	first int
+}
+
+func (s offsetSource) Conversation(i int) workload.Conversation { return s.Source.Conversation(s.first + i) }
+
+func measure(ctx context.Context, o Options, s *sim.Sim, mode sim.Mode, sessions, first int) (Point, error) {
+	cfg := s.Config()
 	cl, err := client.New(client.Config{BaseURL: s.URL(), Model: cfg.Model, MaxTokens: o.MaxTokens, MaxConnsPerHost: sessions}, nil)
 	if err != nil {
 		return Point{}, err
 	}
-	src, err := workload.NewDocChat(workload.DocChatConfig{
+	dc, err := workload.NewDocChat(workload.DocChatConfig{
 		Seed: o.Seed, PromptTokens: o.PromptTokens, MaxTokens: o.MaxTokens,
 	}, nil, nil)
 	if err != nil {
 		return Point{}, err
 	}
+	src := offsetSource{Source: dc, first: first}
 
 	wall := func(d time.Duration) time.Duration { return time.Duration(float64(d) / o.TimeScale) }
 	var (
