@@ -135,7 +135,9 @@ type offsetSource struct {
 	first int
 }
 
-func (s offsetSource) Conversation(i int) workload.Conversation { return s.Source.Conversation(s.first + i) }
+func (s offsetSource) Conversation(i int) workload.Conversation {
+	return s.Source.Conversation(s.first + i)
+}
 
 func measure(ctx context.Context, o Options, s *sim.Sim, mode sim.Mode, sessions, first int) (Point, error) {
 	cfg := s.Config()

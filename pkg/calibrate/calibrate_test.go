@@ -87,3 +87,47 @@ func TestCalibrate(t *testing.T) {
 		t.Errorf("%d figure(s) out of tolerance (see the table)", len(bad))
 	}
 }
+
+// TestCalibrateVirtualScratch is a scratch run while tuning.
+func TestCalibrateVirtualScratch(t *testing.T) {
+	if os.Getenv("FLEETBENCH_VSCRATCH") == "" {
+		t.Skip()
+	}
+	pub, err := LoadPublished(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{
+		Profile: pub.Profile, Modes: []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
+		Warmup: 60 * time.Second, Window: 300 * time.Second,
+		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
+	}
+	for _, l := range pub.Levels {
+		o.Levels = append(o.Levels, l.Sessions)
+	}
+	if s := os.Getenv("FLEETBENCH_CALIBRATE_LEVELS"); s != "" {
+		o.Levels = nil
+		for f := range strings.SplitSeq(s, ",") {
+			n, _ := strconv.Atoi(f)
+			o.Levels = append(o.Levels, n)
+		}
+	}
+	if os.Getenv("VSHORT") != "" {
+		o.Warmup, o.Window = 30*time.Second, 120*time.Second
+	}
+	if os.Getenv("VMODES") != "" {
+		o.Modes = nil
+		for f := range strings.SplitSeq(os.Getenv("VMODES"), ",") {
+			o.Modes = append(o.Modes, sim.Mode(f))
+		}
+	}
+	start := time.Now()
+	pts, err := RunVirtual(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	Compare(&sb, pub, pts, Tolerance{TTFT: 0.25, HitPoints: 0.03, Saturation: 0.2, SLA: true})
+	t.Log("\n" + sb.String())
+	t.Log(time.Since(start))
+}
