@@ -95,9 +95,6 @@ func measureVirtual(o Options, v *sim.Virtual, src *workload.DocChat, next *int,
 			func(r sim.VirtualReply) {
 				if inWindow {
 					ttft = append(ttft, r.TTFT)
-					if debugV != nil {
-						debugV(k, r)
-					}
 				}
 			},
 			func(r sim.VirtualReply) {
@@ -166,5 +163,3 @@ func measureVirtual(o Options, v *sim.Virtual, src *workload.DocChat, next *int,
 	}
 	return p, nil
 }
-
-var debugV func(k int, r sim.VirtualReply)
