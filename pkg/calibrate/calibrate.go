@@ -46,6 +46,13 @@ type Options struct {
 	// simulator, as the published sweep ran on one deployment, so the
 	// caches and the router's index carry over from level to level.
 	FreshPerPoint bool
+	// Prime, when set, plays the highest level for this long (simulated)
+	// on each new simulator before the first level, unmeasured: the
+	// publication averaged three sweeps run one after another on one
+	// deployment, so two of its three first levels started with the
+	// caches the previous sweep's last level left, every document on
+	// every replica.
+	Prime time.Duration
 }
 
 // Point is what one level in one mode measured.

@@ -109,7 +109,7 @@ func TestCalibrateSimulated(t *testing.T) {
 	o := Options{
 		Profile: pub.Profile, Levels: []int{20, 60, 120},
 		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
-		Warmup: 60 * time.Second, Window: 300 * time.Second,
+		Warmup: 60 * time.Second, Window: 300 * time.Second, Prime: 120 * time.Second,
 		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
 	}
 	tol := Tolerance{TTFT: 0.25, HitPoints: 0.03, Saturation: 0.20}

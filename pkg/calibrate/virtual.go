@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/openai"
@@ -44,6 +45,13 @@ func RunVirtual(ctx context.Context, o Options) ([]Point, error) {
 				}
 				if v, err = sim.NewVirtual(cfg); err != nil {
 					return out, err
+				}
+				if o.Prime > 0 {
+					po := o
+					po.Warmup, po.Window = o.Prime, time.Second
+					if _, err := measureVirtual(po, v, src, &next, m, slices.Max(o.Levels)); err != nil {
+						return out, fmt.Errorf("prime %s: %w", m, err)
+					}
 				}
 			}
 			p, err := measureVirtual(o, v, src, &next, m, n)
