@@ -93,6 +93,15 @@ func Run(ctx context.Context, o Options, logger hclog.Logger) ([]Point, error) {
 				if s, stop, err = startSim(ctx, o, m); err != nil {
 					return out, err
 				}
+				if o.Prime > 0 {
+					po := o
+					po.Warmup, po.Window = o.Prime, time.Second
+					if _, err := measure(ctx, po, s, m, slices.Max(o.Levels), next); err != nil {
+						stop()
+						return out, fmt.Errorf("prime %s: %w", m, err)
+					}
+					next += 100_000
+				}
 			}
 			p, err := measure(ctx, o, s, m, n, next)
 			if err != nil {

@@ -14,26 +14,32 @@ import (
 
 const published = "testdata/dynamo-llama-3.1-70b-fp8-h100-tp2.json"
 
-// TestCalibrate runs the published sweep on the simulator and compares.
+// TestCalibrate runs the published sweep on the simulator over HTTP, at a
+// time scale, and compares. Each mode's levels run in order on one
+// simulator primed with 120 s (simulated) of the top level, as the
+// publication's three back-to-back sweeps ran on one deployment.
+// TestCalibrateSimulated checks the same model in simulated time only;
+// what this test adds is HTTP, the client and the host's scheduling, all
+// multiplied by the time scale, so a busy host inflates its figures.
 //
 // FLEETBENCH_CALIBRATE=short is the short variant that `make test` runs
 // on its own after the other tests (the simulator's latencies are wall
 // clock, so it must not share the CPU with the race-detected suite):
 // levels 20, 60 and 120, one run, time scale 10, a 30 s warm-up and 120 s
-// windows (simulated), about a minute and a half of wall time. Without the
+// windows (simulated), about two minutes of wall time. Without the
 // variable the test is skipped. Short windows hold two to seven hundred
 // turns (with 60 s windows, 100 turns at 20 sessions put round robin's p95
 // anywhere from 1.36 to 1.50 times the published figure from run to run)
-// and a loaded host stretches them, so it checks looser
-// tolerances: TTFT within +-50%, hit rates within 8 points (round robin's
-// is a known 6 points low, docs/simulator.md), requests/s within +-30%,
-// and no SLA check.
+// and a loaded host stretches them, so it checks looser tolerances: TTFT
+// within +-50%, hit rates within 8 points, requests/s within +-30%, and no
+// SLA check.
 //
 // FLEETBENCH_CALIBRATE=full (make calibrate) runs every published level in
 // both modes with the publication's 60 s warm-up, 180 s windows and the
 // issue's tolerances: TTFT +-25%, hit rates 3 points, saturation +-20%,
 // and the SLA breakpoints. FLEETBENCH_CALIBRATE_SCALE overrides the time
-// scale (default 6, about 12 minutes).
+// scale (default 6, about 13 minutes); FLEETBENCH_CALIBRATE_LEVELS and
+// FLEETBENCH_CALIBRATE_SEED the levels and the workload's seed.
 func TestCalibrate(t *testing.T) {
 	pub, err := LoadPublished(published)
 	if err != nil {
@@ -42,7 +48,7 @@ func TestCalibrate(t *testing.T) {
 	o := Options{
 		Profile: pub.Profile, TimeScale: 10, Levels: []int{20, 60, 120},
 		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
-		Warmup: 30 * time.Second, Window: 120 * time.Second,
+		Warmup: 30 * time.Second, Window: 120 * time.Second, Prime: 120 * time.Second,
 		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
 	}
 	tol := Tolerance{TTFT: 0.50, HitPoints: 0.08, Saturation: 0.30}
