@@ -21,7 +21,7 @@ import (
 // test use it to check the model's physics in seconds (docs/simulator.md).
 //
 // A Virtual is not safe for concurrent use: one goroutine sends requests
-// (from Reply callbacks too) and advances the clock.
+// (from Send's callbacks too) and advances the clock.
 type Virtual struct {
 	s      *Sim
 	base   time.Time // simulated time 0 as the workers' time.Time
@@ -30,8 +30,7 @@ type Virtual struct {
 	order  uint64
 	busy   []bool
 	active [][]*vreq // per worker: requests routed to it and not done
-	// idxDue is when the indexer's next delivery is scheduled; zero when
-	// none is.
+	// idxDue is when the indexer's next delivery is scheduled, if idxSet.
 	idxDue time.Duration
 	idxSet bool
 }
