@@ -124,7 +124,7 @@ soak: ## 8,000 sessions for 10 minutes through faults: agent kill -9, a cut conn
 	FLEETBENCH_SOAK=full $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v .
 
 .PHONY: calibrate
-calibrate: ## run the published Dynamo sweep on the simulator and compare every cell (~12 min)
+calibrate: ## run the published Dynamo sweep on the simulator and compare every cell, in wall time and in simulated time (~15 min)
 	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate(Simulated)?$$' -v ./pkg/calibrate/
 
 .PHONY: demo
