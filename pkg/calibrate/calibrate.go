@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
@@ -40,6 +41,18 @@ type Options struct {
 	Seed         int64
 	// Tune, when set, adjusts each point's simulator config.
 	Tune func(*sim.Config)
+	// FreshPerPoint starts each point on a new simulator with empty
+	// caches. By default each mode's levels run in order on one
+	// simulator, as the published sweep ran on one deployment, so the
+	// caches and the router's index carry over from level to level.
+	FreshPerPoint bool
+	// Prime, when set, plays the highest level for this long (simulated)
+	// on each new simulator before the first level, unmeasured: the
+	// publication averaged three sweeps run one after another on one
+	// deployment, so two of its three first levels started with the
+	// caches the previous sweep's last level left, every document on
+	// every replica.
+	Prime time.Duration
 }
 
 // Point is what one level in one mode measured.
@@ -57,30 +70,61 @@ type Point struct {
 	Failed     int
 }
 
-// Run measures every level in every mode, each on a fresh simulator.
+// Run measures every level in every mode. Each mode's levels run in order
+// on one simulator, as the published sweep ran on one deployment, unless
+// Options.FreshPerPoint is set.
 func Run(ctx context.Context, o Options, logger hclog.Logger) ([]Point, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	var out []Point
 	for _, m := range o.Modes {
+		var (
+			s    *sim.Sim
+			stop func()
+		)
+		next := 0 // the first conversation of the next level
 		for _, n := range o.Levels {
-			p, err := measure(ctx, o, m, n)
+			if s == nil || o.FreshPerPoint {
+				if stop != nil {
+					stop()
+				}
+				var err error
+				if s, stop, err = startSim(ctx, o, m); err != nil {
+					return out, err
+				}
+				if o.Prime > 0 {
+					po := o
+					po.Warmup, po.Window = o.Prime, time.Second
+					if _, err := measure(ctx, po, s, m, slices.Max(o.Levels), next); err != nil {
+						stop()
+						return out, fmt.Errorf("prime %s: %w", m, err)
+					}
+					next += 100_000
+				}
+			}
+			p, err := measure(ctx, o, s, m, n, next)
 			if err != nil {
+				stop()
 				return out, fmt.Errorf("measure %s at %d sessions: %w", m, n, err)
 			}
+			// Later levels play new conversations on the same documents.
+			next += 100_000
 			logger.Info("point measured", "mode", m, "sessions", n, "ttft_p50", p.TTFTP50, "ttft_p95", p.TTFTP95,
 				"hit_rate", p.HitRate, "rps", p.RPS, "output", p.MeanOutput)
 			out = append(out, p)
+		}
+		if stop != nil {
+			stop()
 		}
 	}
 	return out, nil
 }
 
-func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point, error) {
+func startSim(ctx context.Context, o Options, mode sim.Mode) (*sim.Sim, func(), error) {
 	cfg, err := sim.ProfileConfig(o.Profile)
 	if err != nil {
-		return Point{}, err
+		return nil, nil, err
 	}
 	cfg.Router, cfg.TimeScale, cfg.Listen = mode, o.TimeScale, "127.0.0.1:0"
 	if o.Tune != nil {
@@ -88,26 +132,42 @@ func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point
 	}
 	s, err := sim.New(cfg, nil, nil)
 	if err != nil {
-		return Point{}, err
+		return nil, nil, err
 	}
-	simCtx, stopSim := context.WithCancel(ctx)
-	defer func() {
-		stopSim()
-		_ = s.Close()
-	}()
+	simCtx, cancel := context.WithCancel(ctx)
 	if err := s.Start(simCtx); err != nil {
-		return Point{}, err
+		cancel()
+		return nil, nil, err
 	}
+	return s, func() {
+		cancel()
+		_ = s.Close()
+	}, nil
+}
+
+// offsetSource plays conversations from first on.
+type offsetSource struct {
+	workload.Source
+	first int
+}
+
+func (s offsetSource) Conversation(i int) workload.Conversation {
+	return s.Source.Conversation(s.first + i)
+}
+
+func measure(ctx context.Context, o Options, s *sim.Sim, mode sim.Mode, sessions, first int) (Point, error) {
+	cfg := s.Config()
 	cl, err := client.New(client.Config{BaseURL: s.URL(), Model: cfg.Model, MaxTokens: o.MaxTokens, MaxConnsPerHost: sessions}, nil)
 	if err != nil {
 		return Point{}, err
 	}
-	src, err := workload.NewDocChat(workload.DocChatConfig{
+	dc, err := workload.NewDocChat(workload.DocChatConfig{
 		Seed: o.Seed, PromptTokens: o.PromptTokens, MaxTokens: o.MaxTokens,
 	}, nil, nil)
 	if err != nil {
 		return Point{}, err
 	}
+	src := offsetSource{Source: dc, first: first}
 
 	wall := func(d time.Duration) time.Duration { return time.Duration(float64(d) / o.TimeScale) }
 	var (
@@ -137,7 +197,7 @@ func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point
 	if !sleep(ctx, wall(o.Warmup)) {
 		return Point{}, ctx.Err()
 	}
-	before, err := prefix(s)
+	before, err := prefix(s.Gatherer())
 	if err != nil {
 		return Point{}, err
 	}
@@ -148,7 +208,7 @@ func measure(ctx context.Context, o Options, mode sim.Mode, sessions int) (Point
 	}
 	winEnd := time.Now()
 	e.SetWindow(2)
-	after, err := prefix(s)
+	after, err := prefix(s.Gatherer())
 	if err != nil {
 		return Point{}, err
 	}
@@ -217,9 +277,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // prefix sums vllm:prefix_cache_hits_total and _queries_total over the
 // workers.
-func prefix(s *sim.Sim) ([2]float64, error) {
+func prefix(g prometheus.Gatherer) ([2]float64, error) {
 	var v [2]float64
-	mfs, err := s.Gatherer().Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		return v, fmt.Errorf("gather metrics: %w", err)
 	}

@@ -89,8 +89,8 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	fmt.Fprintf(w, "TTFT in simulated ms (tolerance +-%.0f%%); ratio = simulated / published\n", tol.TTFT*100)
-	fmt.Fprintf(w, "%-12s %8s %6s %12s %12s %7s %12s %7s %8s %7s %6s\n",
-		"mode", "sessions", "sent", "p50 sim", "p50 pub", "ratio", "p95 sim", "p95 pub", "ratio", "req/s", "out")
+	fmt.Fprintf(w, "%-12s %8s %6s %12s %12s %7s %12s %7s %8s %7s %6s %6s\n",
+		"mode", "sessions", "sent", "p50 sim", "p50 pub", "ratio", "p95 sim", "p95 pub", "ratio", "req/s", "out", "hit%")
 	hold := map[sim.Mode]int{}
 	broke := map[sim.Mode]bool{}
 	last := map[sim.Mode]Point{}
@@ -102,8 +102,8 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 		r50, r95 := ms(p.TTFTP50)/p50, ms(p.TTFTP95)/p95
 		m50 := check(math.Abs(r50-1) <= tol.TTFT, "%s %d sessions: TTFT p50 %.0f ms against %.0f (x%.2f)", p.Mode, p.Sessions, ms(p.TTFTP50), p50, r50)
 		m95 := check(math.Abs(r95-1) <= tol.TTFT, "%s %d sessions: TTFT p95 %.0f ms against %.0f (x%.2f)", p.Mode, p.Sessions, ms(p.TTFTP95), p95, r95)
-		fmt.Fprintf(w, "%-12s %8d %6d %12.0f %12.0f %7.2f %12.0f %7.0f %8.2f %7.2f %6.0f%s%s\n",
-			p.Mode, p.Sessions, p.Requests, ms(p.TTFTP50), p50, r50, ms(p.TTFTP95), p95, r95, p.RPS, p.MeanOutput, m50, m95)
+		fmt.Fprintf(w, "%-12s %8d %6d %12.0f %12.0f %7.2f %12.0f %7.0f %8.2f %7.2f %6.0f %6.1f%s%s\n",
+			p.Mode, p.Sessions, p.Requests, ms(p.TTFTP50), p50, r50, ms(p.TTFTP95), p95, r95, p.RPS, p.MeanOutput, 100*p.HitRate, m50, m95)
 		if !broke[p.Mode] && ms(p.TTFTP95) <= pub.SLAP95 {
 			hold[p.Mode] = p.Sessions
 		} else {

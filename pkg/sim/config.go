@@ -92,6 +92,10 @@ type EngineConfig struct {
 	DraftStep time.Duration
 	// DraftPerSeq is the cost of each decoding sequence in one draft pass.
 	DraftPerSeq time.Duration
+	// DraftAttentionPer1K is the cost of one draft pass attending over
+	// 1,000 context tokens of a decoding sequence: the draft model keeps
+	// its own KV cache of the whole context and reads it on every pass.
+	DraftAttentionPer1K time.Duration
 }
 
 // TokensPerStep is the mean number of tokens a decoding sequence gains per
@@ -127,7 +131,8 @@ func (c EngineConfig) stepCost(prefill, decode, ctxTokens int) time.Duration {
 		time.Duration(decode*(1+c.DraftTokens))*c.DecodePerSeq +
 		time.Duration(int64(ctxTokens)*int64(c.AttentionPer1K)/1000)
 	if decode > 0 && c.DraftTokens > 0 {
-		d += time.Duration(c.DraftTokens) * (c.DraftStep + time.Duration(decode)*c.DraftPerSeq)
+		d += time.Duration(c.DraftTokens) * (c.DraftStep + time.Duration(decode)*c.DraftPerSeq +
+			time.Duration(int64(ctxTokens)*int64(c.DraftAttentionPer1K)/1000))
 	}
 	return d
 }
@@ -147,7 +152,7 @@ func (c EngineConfig) Validate() error {
 		return fmt.Errorf("max model len %d: want at least 16", c.MaxModelLen)
 	case c.StepBase <= 0:
 		return fmt.Errorf("step base %v: want > 0", c.StepBase)
-	case c.PrefillPerToken < 0, c.DecodePerSeq < 0, c.AttentionPer1K < 0, c.DraftStep < 0, c.DraftPerSeq < 0:
+	case c.PrefillPerToken < 0, c.DecodePerSeq < 0, c.AttentionPer1K < 0, c.DraftStep < 0, c.DraftPerSeq < 0, c.DraftAttentionPer1K < 0:
 		return errors.New("step costs must not be negative")
 	case c.DraftTokens < 0 || c.DraftTokens > 16:
 		return fmt.Errorf("draft tokens %d: want 0..16", c.DraftTokens)

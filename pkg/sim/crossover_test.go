@@ -1,11 +1,79 @@
 package sim
 
 import (
-	"os"
-	"sync"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/openai"
 )
+
+// runVirtual plays conversations first..first+n-1 of d on v with the given
+// number of closed-loop users, each sending its next turn the moment the
+// last one ended, and calls each (may be nil) with every finished turn. It
+// returns when all have ended, calling sample every 10 ms of simulated time
+// (may be nil). Everything happens in simulated time, so the result is the
+// same on every run and on any host.
+func (d *docChat) runVirtual(t testing.TB, v *Virtual, users, first, n int, each func(k int, r VirtualReply), sample func()) *runStats {
+	t.Helper()
+	st := &runStats{}
+	nextConv := first
+	var start func()
+	var send func(i, k, turns int, msgs []openai.Message)
+	send = func(i, k, turns int, msgs []openai.Message) {
+		q := fmt.Sprintf("Question %d of conversation %d: %s?", k, i, words(i*10+k, 20))
+		if k == 0 {
+			q = "Document:\n" + d.docs[i%len(d.docs)] + "\n\n" + q
+		}
+		msgs = append(msgs, openai.Message{Role: openai.RoleUser, Content: q})
+		err := v.Send(msgs, d.maxTokens, nil, func(r VirtualReply) {
+			if r.Err != nil {
+				st.failed++
+				start()
+				return
+			}
+			st.turns = append(st.turns, turnStat{turn: k, prompt: r.PromptTokens, cached: r.CachedTokens})
+			if each != nil {
+				each(k, r)
+			}
+			if k+1 < turns {
+				send(i, k+1, turns, append(msgs, openai.Message{Role: openai.RoleAssistant, Content: r.Text}))
+				return
+			}
+			start()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	active := users
+	start = func() {
+		if nextConv >= first+n {
+			active--
+			return
+		}
+		i := nextConv
+		nextConv++
+		msgs := []openai.Message{{Role: openai.RoleSystem, Content: "You answer questions about the document."}}
+		send(i, 0, d.minTurns+i%(d.maxTurns-d.minTurns+1), msgs)
+	}
+	for range users {
+		start()
+	}
+	for active > 0 {
+		v.RunUntil(v.Now() + 10*time.Millisecond)
+		if sample != nil {
+			sample()
+		}
+		if v.Now() > time.Hour {
+			t.Fatalf("conversations still running after an hour of simulated time")
+		}
+	}
+	if st.failed > 0 {
+		t.Errorf("%d turns failed", st.failed)
+	}
+	return st
+}
 
 // TestKVStickinessCrossover shows the crossover real deployments report at
 // high concurrency: below the fleet's batch capacity KV routing has the
@@ -15,26 +83,16 @@ import (
 // follow-up whose history is cached there adds only its few new blocks, so
 // turns keep going to the full worker while others have free slots. Round
 // robin spreads requests evenly, so its workers pass the limit less often
-// (4-7x less of the time in these runs) and queue fewer turns when they do.
+// and queue fewer turns when they do.
 //
 // Settings: the calibrated profile with MaxBatch 16 instead of 64, so the
 // crossover comes at 4 x 16 = 64 sessions rather than ~256 (which the
-// published sweep does not reach: at 120 sessions its replicas hold ~30
-// requests each, far from 64), document chats on 10 shared ~3,000-token
-// documents, answers of 200 tokens instead of ~830 to keep the test short
-// (~7 s at time scale 20). Below the capacity, at 32 sessions, kv's p95 is
-// ~20-40% under round robin's; at 64 it is 1.5-10x above it. TTFTs are the
-// engines' simulated ones; the arrivals, though, follow the wall clock, so
-// a host busy with other tests bunches them (round robin's p95 then passed
-// a second in one run of the race-detected suite), and even alone kv's p95
-// at 32 sessions once came out at 316 ms. It is not stable enough to gate
-// `make test`: it runs only with FLEETBENCH_CROSSOVER=1 (docs/simulator.md,
-// Known gaps). The routers' requests in flight per worker are sampled to
-// show the bursts.
+// published sweep does not reach), document chats on 10 shared
+// ~3,000-token documents, answers of 200 tokens. It runs on Virtual, the
+// discrete-event simulator: arrivals and steps are on one simulated clock,
+// so the figures are the same on every run and on any host, and the test
+// takes about a second.
 func TestKVStickinessCrossover(t *testing.T) {
-	if os.Getenv("FLEETBENCH_CROSSOVER") != "1" {
-		t.Skip("not stable yet: set FLEETBENCH_CROSSOVER=1 to run it (docs/simulator.md, Known gaps)")
-	}
 	const batch = 16
 	wl := newDocChat(10, 3000)
 	wl.maxTokens = 200
@@ -45,58 +103,32 @@ func TestKVStickinessCrossover(t *testing.T) {
 		hit      float64
 	}
 	at := func(users int) map[Mode]outcome {
-		modes := []Mode{ModeKV, ModeRoundRobin}
-		clocks := make([]*simTTFTs, len(modes))
-		sims := make([]*Sim, len(modes))
-		hits := make([]float64, len(modes))
-		for i, m := range modes {
-			clocks[i] = &simTTFTs{}
-			sims[i] = startRecordingSim(t, clocks[i], func(c *Config) {
-				c.Router, c.TimeScale, c.Engine.MaxBatch = m, 20, batch
-			})
-		}
-		// Sample the routers' requests in flight per worker for the
-		// peaks; 1 ms of wall time is 20 ms simulated, under one step.
-		peaks, over := make([]int, len(modes)), make([]int, len(modes))
-		stop := make(chan struct{})
-		var sampler sync.WaitGroup
-		sampler.Go(func() {
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				for i, s := range sims {
-					for _, v := range s.router.load() {
-						peaks[i] = max(peaks[i], v)
-						if v > batch {
-							over[i]++
-						}
+		out := make(map[Mode]outcome)
+		for _, m := range []Mode{ModeKV, ModeRoundRobin} {
+			cfg, err := ProfileConfig(DefaultProfile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Router, cfg.Engine.MaxBatch = m, batch
+			v, err := NewVirtual(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Warm-up, then measured conversations.
+			wl.runVirtual(t, v, users, 0, users, nil, nil)
+			var ttft []time.Duration
+			var o outcome
+			st := wl.runVirtual(t, v, users, users, 3*users, func(_ int, r VirtualReply) { ttft = append(ttft, r.TTFT) }, func() {
+				for _, n := range v.InFlight() {
+					o.peak = max(o.peak, n)
+					if n > batch {
+						o.over++
 					}
 				}
-			}
-		})
-		var wg sync.WaitGroup
-		for i := range modes {
-			wg.Go(func() {
-				wl.run(t, sims[i], users, 0, users)
-				clocks[i].record(true)
-				hits[i] = wl.run(t, sims[i], users, users, 2*users).hitRate()
-				clocks[i].record(false)
 			})
-		}
-		wg.Wait()
-		close(stop)
-		sampler.Wait()
-		out := make(map[Mode]outcome, len(modes))
-		for i, m := range modes {
-			d := clocks[i].get()
-			o := outcome{p50: percentile(d, 50), p95: percentile(d, 95), peak: peaks[i], over: over[i], hit: hits[i]}
+			o.p50, o.p95, o.hit = percentile(ttft, 50), percentile(ttft, 95), st.hitRate()
 			out[m] = o
-			t.Logf("%3d sessions %-12s hit rate %.3f, simulated TTFT p50 %v p95 %v; in flight on a worker: peak %d, past the batch of %d for %d worker-samples",
+			t.Logf("%3d sessions %-12s hit rate %.3f, TTFT p50 %v p95 %v; in flight on a worker: peak %d, past the batch of %d for %d worker-samples",
 				users, m, o.hit, o.p50.Round(time.Millisecond), o.p95.Round(time.Millisecond), o.peak, batch, o.over)
 		}
 		return out

@@ -28,6 +28,10 @@ type seq struct {
 	out     *completion
 	arrival time.Time
 	notify  chan struct{} // capacity 1; poked after each published change
+	// grow, when set, is called on the engine goroutine for each block of
+	// generated tokens the first time it fills, so the router can count
+	// it among the worker's active blocks as Dynamo's does.
+	grow func()
 
 	// Engine-owned.
 	queuedAt   time.Duration // worker's simulated clock when it joined the queue
@@ -36,6 +40,7 @@ type seq struct {
 	hashedHeld int
 	generated  int
 	queried    bool // prefix cache lookup counted
+	grown      int  // blocks past the prompt reported through grow
 
 	// Published: cached, firstAt and simTTFT are written before progress
 	// reaches 1; err is written before done.
@@ -160,7 +165,12 @@ func (w *worker) run(ctx context.Context) {
 		now := time.Now()
 		// Steps are laid end to end from the intended end of the previous
 		// one, so timer overshoot does not accumulate; after a stall
-		// (idle, or a long overshoot) the schedule restarts from now.
+		// (idle, or a long overshoot) the schedule restarts from now. An
+		// engine does not catch up on a longer lag by running steps back
+		// to back: the clients were held up by the same stall, and steps
+		// run ahead of them would form smaller batches than simulated time
+		// gives (tried: TestTimeScaleInvariance's p50 at time scale 20
+		// fell 27% on a loaded host).
 		end := now.Add(dur)
 		if lag := now.Sub(prevEnd); lag >= 0 && lag < dur {
 			end = prevEnd.Add(dur)
@@ -408,6 +418,13 @@ func (w *worker) apply(now time.Time) {
 				s.hashes = append(s.hashes, hashBlock(parent, w.scratch))
 			}
 			w.pool.commit(s.hashes[i])
+			// A block that starts past the prompt holds only generated
+			// tokens (the prompt's partial tail block the router counts
+			// already); a recompute after preemption reports nothing new.
+			if s.grow != nil && i*bs >= len(s.prompt) && i >= s.grown {
+				s.grown = i + 1
+				s.grow()
+			}
 		}
 		if s.computed < s.known() {
 			continue // a chunk of a longer prefill

@@ -59,26 +59,9 @@ func (x *indexer) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		x.qmu.Lock()
-		var due []eventBatch
-		now := time.Now()
-		i := 0
-		for i < len(x.queue) && !x.queue[i].due.After(now) {
-			i++
-		}
-		if i > 0 {
-			due = append(due, x.queue[:i]...)
-			x.queue = append(x.queue[:0], x.queue[i:]...)
-		}
 		wait := time.Hour
-		if len(x.queue) > 0 {
-			wait = x.queue[0].due.Sub(now)
-		}
-		epochs := append([]uint64(nil), x.epoch...)
-		x.qmu.Unlock()
-
-		if len(due) > 0 {
-			x.apply(due, epochs)
+		if next, ok := x.deliver(time.Now()); ok {
+			wait = time.Until(next)
 		}
 		timer.Reset(wait)
 		select {
@@ -88,6 +71,30 @@ func (x *indexer) run(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// deliver applies the batches due at now and returns when the next one is
+// due, if any. run calls it on the wall clock, Virtual on its simulated one.
+func (x *indexer) deliver(now time.Time) (next time.Time, ok bool) {
+	x.qmu.Lock()
+	var due []eventBatch
+	i := 0
+	for i < len(x.queue) && !x.queue[i].due.After(now) {
+		i++
+	}
+	if i > 0 {
+		due = append(due, x.queue[:i]...)
+		x.queue = append(x.queue[:0], x.queue[i:]...)
+	}
+	if len(x.queue) > 0 {
+		next, ok = x.queue[0].due, true
+	}
+	epochs := append([]uint64(nil), x.epoch...)
+	x.qmu.Unlock()
+	if len(due) > 0 {
+		x.apply(due, epochs)
+	}
+	return next, ok
 }
 
 func (x *indexer) apply(batches []eventBatch, epochs []uint64) {

@@ -100,7 +100,7 @@ func driveWorker(t *testing.T, w *worker, seqs ...*seq) map[*seq]*seqTrace {
 
 // TestTTFTRisesWithUncachedPromptTokens: alone on a replica of the
 // calibrated profile, a request's simulated TTFT is one prefill step,
-// StepBase + uncached prompt tokens x PrefillPerToken (14 ms + 90 us per
+// StepBase + uncached prompt tokens x PrefillPerToken (14 ms + 110 us per
 // token, docs/simulator.md); cached prefix tokens cost nothing.
 func TestTTFTRisesWithUncachedPromptTokens(t *testing.T) {
 	w, cfg := calibratedWorker(t)
@@ -130,10 +130,11 @@ func TestTTFTRisesWithUncachedPromptTokens(t *testing.T) {
 // TestITLAndTPOTRiseWithBatch: B requests decoding together on one
 // replica of the calibrated profile. Each step costs
 // DecodeStep(B, context) = StepBase + B x (1 + DraftTokens) x DecodePerSeq
-// + DraftTokens x (DraftStep + B x DraftPerSeq) + B x context x
-// AttentionPer1K / 1000, and gives each sequence TokensPerStep tokens on
-// average (docs/simulator.md): so ITL (one step per streamed chunk) rises
-// by about 0.78 ms per sequence in the batch, from ~31 ms alone, and TPOT
+// + DraftTokens x (DraftStep + B x DraftPerSeq + B x context x
+// DraftAttentionPer1K / 1000) + B x context x AttentionPer1K / 1000, and
+// gives each sequence TokensPerStep tokens on average (docs/simulator.md):
+// so ITL (one step per streamed chunk) rises by about 0.82 ms per sequence
+// in the batch, from ~31 ms alone, and TPOT
 // is ITL / 2.51.
 func TestITLAndTPOTRiseWithBatch(t *testing.T) {
 	const (
@@ -151,7 +152,7 @@ func TestITLAndTPOTRiseWithBatch(t *testing.T) {
 	e := cfg.Engine
 	ctx := prompt + out/2 // mean context of a decoding sequence
 	perSeq := time.Duration(1+e.DraftTokens)*e.DecodePerSeq + time.Duration(e.DraftTokens)*e.DraftPerSeq +
-		time.Duration(ctx)*e.AttentionPer1K/1000
+		time.Duration(ctx)*e.AttentionPer1K/1000 + time.Duration(e.DraftTokens*ctx)*e.DraftAttentionPer1K/1000
 	batches := []int{1, 4, 16, 64}
 	itls := make([]time.Duration, len(batches))
 	tpots := make([]time.Duration, len(batches))

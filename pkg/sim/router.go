@@ -25,7 +25,7 @@ type router struct {
 	rng      *rand.Rand
 	inflight []int
 	active   []map[uint64]int // per worker: block hash -> requests in flight using it
-	partial  []int            // per worker: partial (unhashed) tail blocks in flight
+	partial  []int            // per worker: unshared blocks in flight (prompt tails, generated blocks)
 	prefill  []int            // prompt tokens routed but not yet past their first token
 	ring     []ringPoint
 }
@@ -270,6 +270,18 @@ func (r *router) prefillDone(t *ticket) {
 	}
 	t.prefillDone = true
 	r.prefill[t.worker] -= t.prefill
+}
+
+// grow counts one more block of generated tokens on the ticket's worker:
+// Dynamo's router updates a request's active blocks during generation.
+func (r *router) grow(t *ticket) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.gen != r.gen {
+		return
+	}
+	t.partial++
+	r.partial[t.worker]++
 }
 
 // done takes back all of the ticket's load.

@@ -343,6 +343,7 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 	mode := s.router.getMode()
 	t := s.router.route(&routeInput{tokens: len(req.prompt), hashes: sq.hashes, prefix: req.prefix})
 	defer s.router.done(t)
+	sq.grow = func() { s.router.grow(t) }
 	wk := s.workers[t.worker]
 	s.m.routed.WithLabelValues(string(mode), wk.name).Inc()
 	s.m.feISL.WithLabelValues(s.cfg.Model).Observe(float64(len(req.prompt)))
