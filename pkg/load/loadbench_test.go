@@ -81,7 +81,8 @@ func (c *benchConv) Next(_ context.Context, k int, _ []openai.Message) (workload
 // benchFloor, a bare goroutine-per-session reader);
 // FLEETBENCH_BENCH_REPLY=MIN-MAX sets the tokens per reply;
 // FLEETBENCH_BENCH_HEAPPROFILE=FILE writes a heap profile taken with every
-// stream in flight.
+// stream in flight, FLEETBENCH_BENCH_CPUPROFILE=FILE a CPU profile of the
+// measurement window.
 func BenchmarkClosedLoop(b *testing.B) {
 	cases := []struct {
 		client, proto string
@@ -223,9 +224,11 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	e.SetWindow(1)
 	fetchServerStats(b, base, true)
 	gc0, cycles0 := gcCPU()
+	stopProfile := startCPUProfile(os.Getenv("FLEETBENCH_BENCH_CPUPROFILE"))
 	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
 	time.Sleep(plan.measure)
 	e.SetWindow(2)
+	stopProfile()
 	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
 	gc, cycles := gcCPU()
 	gc, cycles = gc-gc0, cycles-cycles0
@@ -302,6 +305,23 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	m.set(ms(w.Hist[record.Lag].Percentile(50)), "lag-p50-ms")
 	m.set(ms(w.Hist[record.Lag].Percentile(99)), "lag-p99-ms")
 	return m
+}
+
+// startCPUProfile profiles this process's CPU into path until the returned
+// function is called; with no path it does nothing.
+func startCPUProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
 }
 
 // benchConnCap is the connection cap for n sessions; FLEETBENCH_BENCH_CONNCAP
