@@ -84,3 +84,25 @@ func BenchmarkBuildLongHistory(b *testing.B) {
 		}
 	})
 }
+
+// FuzzEscapeCache checks the cache against escaping afresh on long strings
+// built from the input, through a miss, a hit and a colliding neighbour.
+func FuzzEscapeCache(f *testing.F) {
+	for _, s := range []string{"plain", "q\"\\\n", "\xff\xe2\x82", "\u2028x"} {
+		f.Add(s, uint16(700))
+	}
+	var c escapeCache
+	f.Fuzz(func(t *testing.T, s string, n uint16) {
+		if s == "" {
+			return
+		}
+		long := strings.Repeat(s, int(n)%4096/len(s)+1)
+		other := []byte(long)
+		other[len(other)/3] ^= 1 // same length and sampled words, mostly: a likely collision
+		for i, in := range []string{long, long, string(other), long} {
+			if got, want := c.appendEscaped(nil, in), appendEscaped(nil, in); !bytes.Equal(got, want) {
+				t.Fatalf("call %d: cached escape differs from escaping afresh", i)
+			}
+		}
+	})
+}
