@@ -273,6 +273,8 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	if clientPath.Count() > 0 {
 		m.set(ms(clientPath.Percentile(50)), "client-path-p50-ms")
 		m.set(ms(clientPath.Percentile(99)), "client-path-p99-ms")
+		m.set(ms(reqPath.Percentile(50)), "req-path-p50-ms")
+		m.set(ms(respPath.Percentile(50)), "resp-path-p50-ms")
 		m.set(ms(reqPath.Percentile(99)), "req-path-p99-ms")
 		m.set(ms(respPath.Percentile(99)), "resp-path-p99-ms")
 	}
