@@ -79,7 +79,9 @@ func (c *benchConv) Next(_ context.Context, k int, _ []openai.Message) (workload
 // FLEETBENCH_BENCH_SESSIONS=N, FLEETBENCH_BENCH_PROTO=http1|h2c and
 // FLEETBENCH_BENCH_CLIENT=fleetbench|floor|epoll run one case (floor is
 // benchFloor, a bare goroutine-per-session reader);
-// FLEETBENCH_BENCH_REPLY=MIN-MAX sets the tokens per reply;
+// FLEETBENCH_BENCH_REPLY=MIN-MAX sets the tokens per reply and
+// FLEETBENCH_BENCH_GAP the time between them (issue 15's script is
+// FLEETBENCH_BENCH_REPLY=20-20 FLEETBENCH_BENCH_GAP=50ms);
 // FLEETBENCH_BENCH_HEAPPROFILE=FILE writes a heap profile taken with every
 // stream in flight, FLEETBENCH_BENCH_CPUPROFILE=FILE a CPU profile of the
 // measurement window.
