@@ -77,7 +77,8 @@ func floorPlan(tb testing.TB, n int) benchPlan {
 //
 // Run: go test -run='^$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
 // A quick variant: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1.
-// FLEETBENCH_FLOOR_SECONDS sets the measurement window of each run.
+// FLEETBENCH_FLOOR_SECONDS sets the measurement window of each run;
+// FLEETBENCH_FLOOR_GOROUTINE=1 adds the goroutine-per-session floor client.
 func BenchmarkFloorRatio(b *testing.B) {
 	levels := floorLevels(b)
 	runs := envInt(b, "FLEETBENCH_FLOOR_RUNS", 3)
@@ -100,22 +101,36 @@ const (
 func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	var fb, ep []figures
 	ratios := map[string][]float64{}
+	// FLEETBENCH_FLOOR_GOROUTINE=1 adds benchFloor (a goroutine per session,
+	// no parsing) to each run, to tell what Go's poller and scheduler cost
+	// from what fleetbench's own code does.
+	goroutine := os.Getenv("FLEETBENCH_FLOOR_GOROUTINE") == "1"
 	for r := range runs {
 		order := []string{"fleetbench", "epoll"}
+		if goroutine {
+			order = append(order, "goroutine")
+		}
 		if (level+r)%2 == 1 {
 			slices.Reverse(order)
 		}
-		var f, e figures
+		var f, e, g figures
 		for _, who := range order {
 			// Start each side from a collected heap and settled sockets, so
 			// neither pays for the other's garbage or teardown.
 			runtime.GC()
 			time.Sleep(500 * time.Millisecond)
-			if who == "epoll" {
+			switch who {
+			case "epoll":
 				e = benchEpoll(b, plan)
-			} else {
+			case "goroutine":
+				g = benchFloor(b, plan)
+			default:
 				f = benchClosedLoop(b, plan)
 			}
+		}
+		if g != nil {
+			b.Logf("run %d: goroutine floor p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s | fleetbench / goroutine floor: p50 %.2f p99 %.2f cpu %.2f",
+				r+1, g[unitP50], g[unitP99], g[unitCPU], g["req/s"], ratio(f[unitP50], g[unitP50]), ratio(f[unitP99], g[unitP99]), ratio(f[unitCPU], g[unitCPU]))
 		}
 		fb, ep = append(fb, f), append(ep, e)
 		for _, u := range []string{unitP50, unitP99, unitCPU} {
