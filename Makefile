@@ -119,8 +119,14 @@ bench: ## run the benchmarks and print their figures (about 10 minutes)
 	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=20x ./coordinator/
 	@# One report's merge at the coordinator, and what the Prometheus load metrics add to it.
 	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
-	@# One pass each of the 1,000- and 8,000-session load runs, the 8,000-session epoll floor and the simulator at 8,000 streams.
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/load/ ./pkg/sim/
+	@# One pass each of the 1,000- and 8,000-session load runs and the 8,000-session epoll floor.
+	$(GO) test -run='^$$' -bench=ClosedLoop -benchmem -benchtime=1x -timeout 30m ./pkg/load/
+	@# The agent at the floor (issue 15): fleetbench's engine beside the epoll floor client at 1,000 to
+	@# 8,000 sessions, 3 runs each in alternating order (about 6 min); ratios are medians of per-run
+	@# ratios. Quick: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1 FLEETBENCH_FLOOR_SECONDS=3.
+	$(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
+	@# The simulator at 8,000 streams.
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/
 
 .PHONY: soak
 soak: ## 8,000 sessions for 10 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~15 min)

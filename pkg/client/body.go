@@ -19,6 +19,7 @@ type bodyTemplate struct {
 	prefix       []byte // `{"model":...` and every fixed field, no closing brace
 	maxTokens    int
 	setMaxTokens bool // false when ExtraBody supplies max_tokens
+	esc          escapeCache
 }
 
 // newBodyTemplate encodes the fixed part of the body. Fields named in
@@ -124,25 +125,25 @@ func (t *bodyTemplate) build(dst []byte, req *Request) []byte {
 	if t.chat {
 		dst = append(dst, `,"messages":[`...)
 		if len(req.Messages) == 0 {
-			dst = appendMessage(dst, openai.RoleUser, req.Prompt)
+			dst = t.appendMessage(dst, openai.RoleUser, req.Prompt)
 		}
 		for i, m := range req.Messages {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendMessage(dst, m.Role, m.Content)
+			dst = t.appendMessage(dst, m.Role, m.Content)
 		}
 		dst = append(dst, ']')
 	} else {
 		dst = append(dst, `,"prompt":"`...)
 		if req.Prompt != "" || len(req.Messages) == 0 {
-			dst = appendEscaped(dst, req.Prompt)
+			dst = t.esc.appendEscaped(dst, req.Prompt)
 		} else {
 			for i, m := range req.Messages {
 				if i > 0 {
 					dst = append(dst, `\n\n`...)
 				}
-				dst = appendEscaped(dst, m.Content)
+				dst = t.esc.appendEscaped(dst, m.Content)
 			}
 		}
 		dst = append(dst, '"')
@@ -152,12 +153,12 @@ func (t *bodyTemplate) build(dst []byte, req *Request) []byte {
 
 // appendMessage appends {"role":...,"content":...} as encoding/json encodes
 // an openai.Message.
-func appendMessage(dst []byte, role, content string) []byte {
+func (t *bodyTemplate) appendMessage(dst []byte, role, content string) []byte {
 	dst = append(dst, `{"role":`...)
 	dst = appendString(dst, role)
-	dst = append(dst, `,"content":`...)
-	dst = appendString(dst, content)
-	return append(dst, '}')
+	dst = append(dst, `,"content":"`...)
+	dst = t.esc.appendEscaped(dst, content)
+	return append(dst, `"}`...)
 }
 
 // appendString appends s as a JSON string.

@@ -285,6 +285,16 @@ func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody) 
 // readResponse reads a response head, skipping informational (1xx)
 // responses.
 func readResponse(br *bufio.Reader) (*http.Response, error) {
+	// Wait for the head's first bytes, then try the fast path on what came.
+	if _, err := br.Peek(1); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // as http.ReadResponse says it
+		}
+		return nil, err
+	}
+	if resp := readHeadFast(br); resp != nil {
+		return resp, nil
+	}
 	for {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {

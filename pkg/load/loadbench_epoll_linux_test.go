@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,8 +28,10 @@ type epollConn struct {
 // it sees the chunked terminator; nothing is parsed or recorded beyond that.
 // What it measures is the machine: kernel loopback TCP for both sides and the
 // scripted server. Run it with FLEETBENCH_BENCH_CLIENT=epoll.
-func benchEpoll(b *testing.B, sessions int) {
-	f := newFloorRun(b)
+func benchEpoll(b *testing.B, plan benchPlan) figures {
+	sessions := plan.sessions
+	f := newFloorRun(b, plan)
+	defer f.srv.stop()
 	ap, err := netip.ParseAddrPort(f.addr)
 	if err != nil {
 		b.Fatal(err)
@@ -40,13 +43,13 @@ func benchEpoll(b *testing.B, sessions int) {
 	var wg sync.WaitGroup
 	loops := max(runtime.GOMAXPROCS(0), 1)
 	eps := make([]int, loops)
-	conns := make([]map[int32]*epollConn, loops)
-	var connMu sync.Mutex // guards conns while sessions are added
+	// The sessions by file descriptor, which the kernel allocates lowest
+	// first: the loops read them while sessions are still being added.
+	conns := make([]atomic.Pointer[epollConn], sessions+1<<14)
 	for i := range eps {
 		if eps[i], err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
 			b.Fatal(err)
 		}
-		conns[i] = map[int32]*epollConn{}
 	}
 	send := func(c *epollConn) bool {
 		c.start, c.first, c.head, c.tail = time.Now(), time.Time{}, true, c.tail[:0]
@@ -73,12 +76,8 @@ func benchEpoll(b *testing.B, sessions int) {
 			if err != nil {
 				continue // EINTR
 			}
-			now := time.Now()
-			connMu.Lock()
-			m := conns[i]
-			connMu.Unlock()
 			for _, ev := range evs[:n] {
-				c := m[ev.Fd]
+				c := conns[ev.Fd].Load()
 				if c == nil {
 					continue
 				}
@@ -93,8 +92,12 @@ func benchEpoll(b *testing.B, sessions int) {
 							c.head, data = false, data[j+4:]
 						}
 					}
+					// The first token counts when its bytes are read, as
+					// fleetbench's client stamps it after its read (not
+					// when epoll_wait returned: the rest of the batch's
+					// reads would not count).
 					if !c.head && c.first.IsZero() && bytes.Contains(data, []byte("data: ")) {
-						c.first = now
+						c.first = time.Now()
 					}
 					c.tail = append(c.tail, data...)
 					if len(c.tail) > 64 {
@@ -117,15 +120,18 @@ func benchEpoll(b *testing.B, sessions int) {
 	defer func() {
 		cancel()
 		wg.Wait()
-		for i, m := range conns {
-			for _, c := range m {
+		for i := range conns {
+			if c := conns[i].Load(); c != nil {
 				_ = syscall.Close(c.fd)
 			}
-			_ = syscall.Close(eps[i])
+		}
+		for _, ep := range eps {
+			_ = syscall.Close(ep)
 		}
 	}()
+	start := time.Now()
 	for i := range sessions {
-		time.Sleep(rampUp / time.Duration(sessions))
+		time.Sleep(time.Until(start.Add(time.Duration(i) * plan.ramp / time.Duration(sessions))))
 		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 		if err == nil {
 			err = syscall.Connect(fd, sa)
@@ -139,22 +145,19 @@ func benchEpoll(b *testing.B, sessions int) {
 		if err != nil {
 			b.Fatal(&net.OpError{Op: "dial", Net: "tcp", Err: err})
 		}
+		if fd >= len(conns) {
+			_ = syscall.Close(fd)
+			b.Fatalf("file descriptor %d past the %d slots", fd, len(conns))
+		}
 		c := &epollConn{fd: fd}
 		l := i % loops
-		connMu.Lock()
-		m := make(map[int32]*epollConn, len(conns[l])+1) // copy on write: loops read without the lock
-		for k, v := range conns[l] {
-			m[k] = v
-		}
-		m[int32(fd)] = c
-		conns[l] = m
-		connMu.Unlock()
+		conns[fd].Store(c)
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | -syscall.EPOLLET, Fd: int32(fd)}
 		if err := syscall.EpollCtl(eps[l], syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			b.Fatal(err)
 		}
 		send(c)
 	}
-	time.Sleep(warmUp - rampUp)
-	f.measure(b)
+	time.Sleep(time.Until(start.Add(plan.warm)))
+	return f.measure(b)
 }

@@ -1,0 +1,98 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// headSeeds are reply heads as streaming servers send them.
+var headSeeds = []string{
+	"HTTP/1.1 200 OK\r\nCache-Control: no-cache\r\nContent-Type: text/event-stream\r\nDate: Wed, 25 Nov 2026 10:00:00 GMT\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\ndate: Wed, 25 Nov 2026 10:00:00 GMT\r\nserver: uvicorn\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: keep-alive, Close\r\nTransfer-Encoding: Chunked\r\n\r\n",
+	"HTTP/1.1 200\r\nX-Worker:  w-1 \t\r\nX-Worker: w-2\r\nX-Empty:\r\ntransfer-encoding:chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nPragma: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
+}
+
+// FuzzReadHeadFast checks the fast head reader against http.ReadResponse:
+// whenever it accepts a head, net/http must accept it too and agree on every
+// field the client reads and on where the body starts.
+func FuzzReadHeadFast(f *testing.F) {
+	for _, s := range headSeeds {
+		f.Add([]byte(s + "5\r\ndata:\r\n0\r\n\r\n"))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReaderSize(bytes.NewReader(in), 4096)
+		_, _ = br.Peek(1)
+		buffered := br.Buffered()
+		fast := readHeadFast(br)
+		if fast == nil {
+			if br.Buffered() != buffered {
+				t.Fatalf("refused head consumed %d bytes", buffered-br.Buffered())
+			}
+			return
+		}
+		slowBR := bufio.NewReaderSize(bytes.NewReader(in), 4096)
+		slow, err := http.ReadResponse(slowBR, nil)
+		if err != nil {
+			t.Fatalf("fast path accepted a head net/http refuses (%v): %q", err, in)
+		}
+		got := []any{fast.Status, fast.StatusCode, fast.Proto, fast.ProtoMajor, fast.ProtoMinor, fast.Header, fast.Close, fast.TransferEncoding, fast.ContentLength, len(fast.Trailer)}
+		want := []any{slow.Status, slow.StatusCode, slow.Proto, slow.ProtoMajor, slow.ProtoMinor, slow.Header, slow.Close, slow.TransferEncoding, slow.ContentLength, len(slow.Trailer)}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("head %q:\nfast %#v\nhttp %#v", in, got, want)
+		}
+		restFast, _ := io.ReadAll(br)
+		restSlow, _ := io.ReadAll(slowBR)
+		if !bytes.Equal(restFast, restSlow) {
+			t.Fatalf("head %q: body starts at %q, net/http's at %q", in, restFast, restSlow)
+		}
+	})
+}
+
+// TestReadHeadFastTakesTheUsualHeads checks that the heads of the usual
+// servers take the fast path (the fuzz test checks they are right).
+func TestReadHeadFastTakesTheUsualHeads(t *testing.T) {
+	for _, s := range headSeeds[:4] {
+		br := bufio.NewReader(strings.NewReader(s + "0\r\n\r\n"))
+		_, _ = br.Peek(1)
+		if readHeadFast(br) == nil {
+			t.Errorf("head %q took the slow path", s)
+		}
+	}
+}
+
+func BenchmarkReadHead(b *testing.B) {
+	in := []byte(headSeeds[0])
+	for _, tt := range []struct {
+		name string
+		read func(*bufio.Reader) (*http.Response, error)
+	}{
+		{"fast", readResponse},
+		{"net-http", func(br *bufio.Reader) (*http.Response, error) { return http.ReadResponse(br, nil) }},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			src := bytes.NewReader(in)
+			br := bufio.NewReader(src)
+			for b.Loop() {
+				src.Reset(in)
+				br.Reset(src)
+				if _, err := tt.read(br); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,204 @@
+package load
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The ratio benchmark's script (issue 15): the first token 100 ms after the
+// request arrives, then 19 more 50 ms apart, 20 tokens per reply.
+var floorScript = []string{"FLEETBENCH_BENCH_GAP=50ms", "FLEETBENCH_BENCH_REPLY=20-20"}
+
+// floorLevels is the sessions per level, FLEETBENCH_FLOOR_LEVELS (comma
+// separated) or 1,000 to 8,000.
+func floorLevels(tb testing.TB) []int {
+	v := os.Getenv("FLEETBENCH_FLOOR_LEVELS")
+	if v == "" {
+		return []int{1000, 2000, 4000, 8000}
+	}
+	var levels []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			tb.Fatalf("FLEETBENCH_FLOOR_LEVELS=%q: want positive session counts separated by commas", v)
+		}
+		levels = append(levels, n)
+	}
+	return levels
+}
+
+// envInt is the positive integer in the environment variable name, or def.
+func envInt(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// floorPlan is one run of the ratio benchmark at n sessions: they start
+// over 2 s, the window opens at 4 s and lasts FLEETBENCH_FLOOR_SECONDS
+// (default 5 s). At 8,000 sessions 5 s hold about 38,000 requests, enough
+// for a stable p99; the warm-up covers a reply's 1.05 s twice after the
+// last session started.
+func floorPlan(tb testing.TB, n int) benchPlan {
+	secs := envInt(tb, "FLEETBENCH_FLOOR_SECONDS", 5)
+	return benchPlan{sessions: n, ramp: 2 * time.Second, warm: 4 * time.Second,
+		measure: time.Duration(secs) * time.Second, env: floorScript, lean: true}
+}
+
+// BenchmarkFloorRatio puts fleetbench's load engine beside the epoll floor
+// (benchEpoll: one raw event loop per CPU that parses nothing, what the
+// machine allows) against the same scripted server in a child process, so
+// that each side's CPU figure is the client's alone. At each level it runs
+// both, one after the other in alternating order, FLEETBENCH_FLOOR_RUNS
+// times (default 3), and reports the median over the runs of each ratio
+// fleetbench / floor, each taken within one run:
+//
+//   - p50-ratio, p99-ratio: added TTFT (measured TTFT minus the script's
+//     100 ms) at the median and the 99th percentile;
+//   - cpu-ratio: the client process's user+system CPU per request.
+//
+// The goal is every ratio ≤ 1.25. The raw figures are reported beside them
+// (fb-* fleetbench's, floor-* the epoll client's, medians over the runs)
+// and each run's figures are logged. KiB/stream is fleetbench's heap and
+// goroutine stacks per in-flight session (goal ≤ 32 KiB at 8,000).
+//
+// Run: go test -run='^$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
+// A quick variant: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1.
+// FLEETBENCH_FLOOR_SECONDS sets the measurement window of each run;
+// FLEETBENCH_FLOOR_GOROUTINE=1 adds the goroutine-per-session floor client.
+func BenchmarkFloorRatio(b *testing.B) {
+	levels := floorLevels(b)
+	runs := envInt(b, "FLEETBENCH_FLOOR_RUNS", 3)
+	for li, n := range levels {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			for range b.N {
+				floorRatio(b, floorPlan(b, n), runs, li)
+			}
+		})
+	}
+}
+
+// The figures the ratio benchmark compares.
+const (
+	unitP50 = "ttft-added-p50-ms"
+	unitP99 = "ttft-added-p99-ms"
+	unitCPU = "cpu-s/1k-req"
+)
+
+func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
+	var fb, ep []figures
+	ratios := map[string][]float64{}
+	// FLEETBENCH_FLOOR_GOROUTINE=1 adds benchFloor (a goroutine per session,
+	// no parsing) to each run, to tell what Go's poller and scheduler cost
+	// from what fleetbench's own code does.
+	goroutine := os.Getenv("FLEETBENCH_FLOOR_GOROUTINE") == "1"
+	for r := range runs {
+		order := []string{"fleetbench", "epoll"}
+		if goroutine {
+			order = append(order, "goroutine")
+		}
+		if (level+r)%2 == 1 {
+			slices.Reverse(order)
+		}
+		var f, e, g figures
+		for _, who := range order {
+			// Start each side from a collected heap and settled sockets, so
+			// neither pays for the other's garbage or teardown.
+			runtime.GC()
+			time.Sleep(500 * time.Millisecond)
+			switch who {
+			case "epoll":
+				e = benchEpoll(b, plan)
+			case "goroutine":
+				g = benchFloor(b, plan)
+			default:
+				f = benchClosedLoop(b, plan)
+			}
+		}
+		if g != nil {
+			b.Logf("run %d: goroutine floor p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s | fleetbench / goroutine floor: p50 %.2f p99 %.2f cpu %.2f",
+				r+1, g[unitP50], g[unitP99], g[unitCPU], g["req/s"], ratio(f[unitP50], g[unitP50]), ratio(f[unitP99], g[unitP99]), ratio(f[unitCPU], g[unitCPU]))
+		}
+		fb, ep = append(fb, f), append(ep, e)
+		for _, u := range []string{unitP50, unitP99, unitCPU} {
+			ratios[u] = append(ratios[u], ratio(f[u], e[u]))
+		}
+		b.Logf("run %d (%s first): fleetbench p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s, %.0f in flight, %.1f KiB/stream | epoll p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s | ratios p50 %.2f p99 %.2f cpu %.2f | server %.3f/%.3f cpu-ms/req, loadavg %.1f",
+			r+1, order[0], f[unitP50], f[unitP99], f[unitCPU], f["req/s"], f["in-flight"], f["B/stream"]/1024,
+			e[unitP50], e[unitP99], e[unitCPU], e["req/s"],
+			ratios[unitP50][r], ratios[unitP99][r], ratios[unitCPU][r],
+			f["server-cpu-s/1k-req"], e["server-cpu-s/1k-req"], e["loadavg"])
+	}
+	med := func(runs []figures, unit string) float64 {
+		v := make([]float64, len(runs))
+		for i, m := range runs {
+			v[i] = m[unit]
+		}
+		return median(v)
+	}
+	b.ReportMetric(median(ratios[unitP50]), "p50-ratio")
+	b.ReportMetric(median(ratios[unitP99]), "p99-ratio")
+	b.ReportMetric(median(ratios[unitCPU]), "cpu-ratio")
+	b.ReportMetric(med(fb, unitP50), "fb-p50-ms")
+	b.ReportMetric(med(ep, unitP50), "floor-p50-ms")
+	b.ReportMetric(med(fb, unitP99), "fb-p99-ms")
+	b.ReportMetric(med(ep, unitP99), "floor-p99-ms")
+	b.ReportMetric(med(fb, unitCPU)*1000, "fb-cpu-us/req")
+	b.ReportMetric(med(ep, unitCPU)*1000, "floor-cpu-us/req")
+	b.ReportMetric(med(fb, "req/s"), "fb-req/s")
+	b.ReportMetric(med(ep, "req/s"), "floor-req/s")
+	b.ReportMetric(med(fb, "B/stream")/1024, "KiB/stream")
+	b.ReportMetric(med(fb, "failed"), "fb-failed")
+}
+
+// ratio is a/b; +Inf when b is not positive (a floor of 0 ms).
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return math.Inf(1)
+	}
+	return a / b
+}
+
+// median is the middle value (the mean of the two middle ones for an even
+// count); v is sorted in place.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   []float64
+		want float64
+	}{
+		{"one", []float64{3}, 3},
+		{"odd", []float64{5, 1, 3}, 3},
+		{"even", []float64{4, 1, 3, 2}, 2.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := median(c.in); got != c.want {
+				t.Errorf("median = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
