@@ -67,9 +67,14 @@ func requestToPB(m any) *pb.ConnectRequest {
 		for i, c := range m.Active {
 			active[i] = int64(c)
 		}
-		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Heartbeat{Heartbeat: &pb.Heartbeat{
+		hb := &pb.Heartbeat{
 			SentAt: timestamppb.Now(), ActiveConversations: active, NextConversation: int64(m.Next),
-		}}}
+			StreamsInFlight: m.Streams, Sessions: m.Sessions,
+		}
+		if m.CPUOK {
+			hb.ProcessCpuTime = durationpb.New(m.CPU)
+		}
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Heartbeat{Heartbeat: hb}}
 	}
 	panic(fmt.Sprintf("agent: no conversion for %T", m))
 }

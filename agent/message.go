@@ -72,8 +72,14 @@ type watermark struct {
 }
 
 // heartbeatOut carries the shard cursor and the conversations started or
-// queued below it and not finished (see trackingIndexer.snapshot).
+// queued below it and not finished (see trackingIndexer.snapshot), and
+// the agent's health: its process's CPU time so far (CPUOK false where it
+// cannot be read), its streams and its sessions.
 type heartbeatOut struct {
-	Active []int
-	Next   int
+	Active   []int
+	Next     int
+	CPU      time.Duration
+	CPUOK    bool
+	Streams  int64
+	Sessions int64
 }

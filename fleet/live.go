@@ -21,7 +21,8 @@ type Live struct {
 }
 
 // wire adds the live view to a coordinator's configuration and options:
-// its load, the agents' reports and their coverage in closed windows.
+// its load, the agents' reports, heartbeats and coverage in closed
+// windows.
 func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordinator.Option {
 	if l == nil || l.Feed == nil {
 		return opts
@@ -33,6 +34,13 @@ func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordin
 			onReport(id, window, w)
 		}
 		feed.AgentReport(id, w)
+	}
+	onHealth := cc.OnHealth
+	cc.OnHealth = func(id string, h coordinator.AgentHealth) {
+		if onHealth != nil {
+			onHealth(id, h)
+		}
+		feed.AgentHealth(id, ui.Health{CPU: h.CPU, CPUOK: h.CPUOK, Streams: h.Streams, Sessions: h.Sessions})
 	}
 	cc.OnWindowClosed = func(w *coordinator.WindowResult) {
 		if onClosed != nil {

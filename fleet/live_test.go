@@ -1,0 +1,105 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fleetbench/fleetbench/pkg/ui"
+)
+
+// TestLiveAgentHealth runs three agents over loopback gRPC against a
+// server that holds every request, so each agent streams exactly its
+// share of the six sessions, and checks that the dashboard's feed shows
+// each agent's heartbeat: its streams, its sessions and its CPU in cores.
+func TestLiveAgentHealth(t *testing.T) {
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r) // the preflight's /v1/models
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "released", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	feed := ui.NewFeed()
+	cfg := agentsLevel(srv.URL, t.TempDir())
+	cfg.Warmup, cfg.Duration, cfg.Drain = 0, time.Minute, 100*time.Millisecond
+	cfg.Live = &Live{Feed: feed}
+	cfg.SkipPreflight = true // its completion would be held too
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	var out, errb, logb bytes.Buffer
+	go func() {
+		_, err := cfg.Run(ctx, hclog.New(&hclog.LoggerOptions{Output: &logb, Level: hclog.Debug}), &out, &errb)
+		done <- err
+	}()
+
+	healthy := func(as []ui.Agent) bool {
+		if len(as) != 3 {
+			return false
+		}
+		for _, a := range as {
+			// Six sessions over three agents: two each, every one holding
+			// a request.
+			if a.CPU == nil || *a.CPU <= 0 || a.Streams == nil || *a.Streams != 2 || a.Sessions == nil || *a.Sessions != 2 {
+				return false
+			}
+		}
+		return true
+	}
+	var last []ui.Agent
+	deadline := time.After(20 * time.Second)
+	for !healthy(last) {
+		select {
+		case <-deadline:
+			for _, a := range last {
+				t.Logf("agent %s: cpu %v streams %v sessions %v heartbeat %.1f s ago", a.ID, show(a.CPU), show(a.Streams), show(a.Sessions), a.LastHeartbeat)
+			}
+			t.Fatalf("no heartbeat with CPU and 2 streams from each of 3 agents in 20 s (agents: %d)\n%s", len(last), logb.String())
+		case err := <-done:
+			t.Fatalf("run ended early: %v\n%s", err, errb.String())
+		case <-time.After(100 * time.Millisecond):
+			last = feed.Snapshot(time.Now()).Agents
+		}
+	}
+	for _, a := range last {
+		t.Logf("agent %s: %.3f cores, %d streams, %d sessions", a.ID, *a.CPU, *a.Streams, *a.Sessions)
+		if a.LastHeartbeat > 3 {
+			t.Errorf("agent %s: last heartbeat %.1f s ago", a.ID, a.LastHeartbeat)
+		}
+	}
+	close(release)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not end after its context")
+	}
+}
+
+func show[T any](p *T) any {
+	if p == nil {
+		return "null"
+	}
+	return *p
+}
