@@ -1,10 +1,12 @@
 package fleet
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
 	"github.com/fleetbench/fleetbench/pkg/ui"
@@ -58,6 +60,25 @@ func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordin
 		}
 	}
 	return append(opts, coordinator.WithLive(feed))
+}
+
+// ServerHitRateLabel names the server-side KV hit rate on the page: the
+// serving stack's own prefix-cache hit rate (--scrape) over the last
+// measured window whose server metrics were read.
+const ServerHitRateLabel = "server, last measured window"
+
+// serverWindow shows the server-side KV hit rate of w, a measured
+// window's server metrics, on the page; a window without one (no such
+// metric, no traffic) leaves the last shown. Safe on a nil Live.
+func (l *Live) serverWindow(w *scrape.Window) {
+	if l == nil || l.Feed == nil || w == nil || w.Total.HitRate == nil {
+		return
+	}
+	label := ServerHitRateLabel
+	if d := w.End.Sub(w.Start); d > 0 {
+		label = fmt.Sprintf("%s, %s", label, d.Round(time.Second))
+	}
+	l.Feed.SetServerHitRate(label, *w.Total.HitRate)
 }
 
 // attach hands c to Control; the returned func takes it back.

@@ -3,13 +3,19 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/ui"
 )
 
@@ -102,4 +108,50 @@ func show[T any](p *T) any {
 		return "null"
 	}
 	return *p
+}
+
+// TestLiveServerHitRate runs a level with agents against the built-in
+// simulator with its metrics scraped (--scrape sim): the dashboard's feed
+// then shows the server's own prefix-cache hit rate of the measured
+// window, labelled as the server's, and close to the client-side rate of
+// the same window (the simulator counts the same tokens).
+func TestLiveServerHitRate(t *testing.T) {
+	feed := ui.NewFeed()
+	cfg := agentsLevel("", t.TempDir())
+	cfg.Client = client.Config{}
+	cfg.Sim = SimConfig{Profile: sim.DefaultProfile, Replicas: 2, Router: string(sim.ModeKV), TimeScale: 20}
+	cfg.Workload.MaxTokens, cfg.Workload.PromptTokens = 32, 500
+	cfg.Load.Concurrency = 8
+	cfg.Warmup, cfg.Duration = 500*time.Millisecond, 2*time.Second
+	cfg.Agents = 2
+	cfg.Scrape = scrape.Config{Endpoints: []string{scrape.SimEndpoint}, Interval: 500 * time.Millisecond}
+	cfg.Live = &Live{Feed: feed}
+	var out, errb bytes.Buffer
+	if _, err := cfg.Run(t.Context(), hclog.NewNullLogger(), &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	snap := feed.Snapshot(time.Now())
+	if snap.ServerHitRate == nil {
+		t.Fatalf("no server hit rate in the snapshot; stdout:\n%s", out.String())
+	}
+	sh := snap.ServerHitRate
+	if !strings.HasPrefix(sh.Label, ServerHitRateLabel) || sh.Rate <= 0 || sh.Rate > 1 {
+		t.Errorf("server hit rate %+v, want a rate in (0, 1] labelled %q", sh, ServerHitRateLabel)
+	}
+	if len(snap.Windows) == 0 || snap.Windows[len(snap.Windows)-1].HitRate == nil {
+		t.Fatalf("no client-side hit rate of the measured window: %+v", snap.Windows)
+	}
+	cl := *snap.Windows[len(snap.Windows)-1].HitRate
+	t.Logf("server %.4f (%s), client %.4f", sh.Rate, sh.Label, cl)
+	if math.Abs(cl-sh.Rate) > 0.02 {
+		t.Errorf("server hit rate %.4f, client %.4f: want within 2 points", sh.Rate, cl)
+	}
+	// The page's event carries it under the name app.js reads.
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"server_hit_rate":{"rate":`) {
+		t.Errorf("snapshot JSON lacks server_hit_rate: %.300s", b)
+	}
 }

@@ -35,10 +35,11 @@ type span struct {
 // coordinator's hooks must return at once. A stage's window is then
 // waited for with result. Spans come one stage at a time, in order.
 type serverScrape struct {
-	s      spanScraper
-	logger hclog.Logger
-	spans  chan span
-	done   chan struct{} // closed when run returns
+	s        spanScraper
+	logger   hclog.Logger
+	spans    chan span
+	done     chan struct{}        // closed when run returns
+	onWindow func(*scrape.Window) // each window read, from run; may be nil
 
 	mu      sync.Mutex
 	results map[int]chan *scrape.Window
@@ -126,6 +127,9 @@ func (d *serverScrape) run(ctx context.Context) {
 			d.logger.Warn("server metrics: window not read", "stage", cur.stage, "error", err)
 		default:
 			out = &w
+			if d.onWindow != nil {
+				d.onWindow(out)
+			}
 		}
 		d.slot(cur.stage) <- out
 		finished, cur, begun = cur.stage, nil, false
@@ -166,9 +170,11 @@ func (d *serverScrape) run(ctx context.Context) {
 }
 
 // startServerScrape starts reading cfg's endpoints over the spans given
-// to the returned serverScrape's schedule; nil without endpoints. stop
-// ends its goroutines and waits for them.
-func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logger) (_ *serverScrape, stop func(), err error) {
+// to the returned serverScrape's schedule; nil without endpoints. Each
+// window read goes to onWindow too (nil: nowhere), from the reading
+// goroutine: it must return quickly and not keep the window. stop ends
+// its goroutines and waits for them.
+func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logger, onWindow func(*scrape.Window)) (_ *serverScrape, stop func(), err error) {
 	if len(cfg.Endpoints) == 0 && cfg.Pods == nil {
 		return nil, func() {}, nil
 	}
@@ -195,6 +201,7 @@ func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logg
 		return nil, nil, err
 	}
 	d := newServerScrape(s, logger)
+	d.onWindow = onWindow
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(sctx) })
