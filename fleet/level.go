@@ -387,7 +387,7 @@ func (r *levelRun) startScrape(ctx context.Context, env *runEnv) (*serverScrape,
 	if err != nil {
 		return nil, nil, fmt.Errorf("scrape: %w", err)
 	}
-	return startServerScrape(context.WithoutCancel(ctx), sc, r.logger, r.cfg.Live.serverWindow)
+	return startServerScrape(context.WithoutCancel(ctx), sc, r.logger, r.cfg.Live)
 }
 
 // watch moves the engine to the measurement window at origin (when there

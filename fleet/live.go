@@ -62,21 +62,35 @@ func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordin
 	return append(opts, coordinator.WithLive(feed))
 }
 
-// ServerHitRateLabel names the server-side KV hit rate on the page: the
-// serving stack's own prefix-cache hit rate (--scrape) over the last
-// measured window whose server metrics were read.
-const ServerHitRateLabel = "server, last measured window"
+// Labels of the server-side KV hit rate on the page: the serving stack's
+// own prefix-cache hit rate (--scrape), over the measured window being
+// run so far, or over the last measured window read whole. Each is
+// followed by the window's length so far.
+const (
+	ServerHitRateSoFar = "server, measured window so far"
+	ServerHitRateLabel = "server, last measured window"
+)
+
+// serverSoFar shows the server-side KV hit rate of w, the measured window
+// being run, so far. Safe on a nil Live.
+func (l *Live) serverSoFar(w *scrape.Window) { l.serverHitRate(ServerHitRateSoFar, w) }
 
 // serverWindow shows the server-side KV hit rate of w, a measured
-// window's server metrics, on the page; a window without one (no such
-// metric, no traffic) leaves the last shown. Safe on a nil Live.
-func (l *Live) serverWindow(w *scrape.Window) {
+// window's server metrics read whole. Safe on a nil Live.
+func (l *Live) serverWindow(w *scrape.Window) { l.serverHitRate(ServerHitRateLabel, w) }
+
+// serverHitRate shows w's server-side hit rate under label; a window
+// without one (no such metric, no traffic yet) leaves the last shown.
+func (l *Live) serverHitRate(label string, w *scrape.Window) {
 	if l == nil || l.Feed == nil || w == nil || w.Total.HitRate == nil {
 		return
 	}
-	label := ServerHitRateLabel
 	if d := w.End.Sub(w.Start); d > 0 {
-		label = fmt.Sprintf("%s, %s", label, d.Round(time.Second))
+		unit := time.Second
+		if d < 10*time.Second {
+			unit = 100 * time.Millisecond
+		}
+		label = fmt.Sprintf("%s, %s", label, d.Round(unit))
 	}
 	l.Feed.SetServerHitRate(label, *w.Total.HitRate)
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,9 +113,10 @@ func show[T any](p *T) any {
 
 // TestLiveServerHitRate runs a level with agents against the built-in
 // simulator with its metrics scraped (--scrape sim): the dashboard's feed
-// then shows the server's own prefix-cache hit rate of the measured
-// window, labelled as the server's, and close to the client-side rate of
-// the same window (the simulator counts the same tokens).
+// shows the server's own prefix-cache hit rate of the measured window so
+// far while it runs, then of the whole window, labelled as the server's
+// and close to the client-side rate of the same window (the simulator
+// counts the same tokens).
 func TestLiveServerHitRate(t *testing.T) {
 	feed := ui.NewFeed()
 	cfg := agentsLevel("", t.TempDir())
@@ -122,13 +124,35 @@ func TestLiveServerHitRate(t *testing.T) {
 	cfg.Sim = SimConfig{Profile: sim.DefaultProfile, Replicas: 2, Router: string(sim.ModeKV), TimeScale: 20}
 	cfg.Workload.MaxTokens, cfg.Workload.PromptTokens = 32, 500
 	cfg.Load.Concurrency = 8
-	cfg.Warmup, cfg.Duration = 500*time.Millisecond, 2*time.Second
+	cfg.Warmup, cfg.Duration = 500*time.Millisecond, 3*time.Second
 	cfg.Agents = 2
 	cfg.Scrape = scrape.Config{Endpoints: []string{scrape.SimEndpoint}, Interval: 500 * time.Millisecond}
 	cfg.Live = &Live{Feed: feed}
 	var out, errb bytes.Buffer
-	if _, err := cfg.Run(t.Context(), hclog.NewNullLogger(), &out, &errb); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cfg.Run(t.Context(), hclog.NewNullLogger(), &out, &errb)
+		done <- err
+	}()
+	// While the window runs, the page shows its server hit rate so far.
+	var soFar []string
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, errb.String())
+			}
+			running = false
+		case <-time.After(100 * time.Millisecond):
+			if sh := feed.Snapshot(time.Now()).ServerHitRate; sh != nil && strings.HasPrefix(sh.Label, ServerHitRateSoFar) &&
+				!slices.Contains(soFar, sh.Label) {
+				soFar = append(soFar, sh.Label)
+			}
+		}
+	}
+	t.Logf("shown while measuring: %q", soFar)
+	if len(soFar) == 0 {
+		t.Errorf("no server hit rate labelled %q while the window ran", ServerHitRateSoFar)
 	}
 	snap := feed.Snapshot(time.Now())
 	if snap.ServerHitRate == nil {
