@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -177,5 +178,35 @@ func TestLiveServerHitRate(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"server_hit_rate":{"rate":`) {
 		t.Errorf("snapshot JSON lacks server_hit_rate: %.300s", b)
+	}
+}
+
+// TestAgentsScrapeInterrupted: a level with agents whose server metrics
+// are read (--scrape sim), interrupted well before its planned end, reads
+// the server at the interrupt and ends at once, instead of waiting for
+// the planned end of the measured window (the coordinator's loop ends
+// with the run's context, so the span's end never moved).
+func TestAgentsScrapeInterrupted(t *testing.T) {
+	cfg := agentsLevel("", t.TempDir())
+	cfg.Client = client.Config{}
+	cfg.Sim = SimConfig{Profile: sim.DefaultProfile, Replicas: 2, Router: string(sim.ModeKV), TimeScale: 20}
+	cfg.Workload.MaxTokens, cfg.Workload.PromptTokens = 32, 500
+	cfg.Warmup, cfg.Duration = 300*time.Millisecond, time.Minute
+	cfg.Agents = 2
+	cfg.Scrape = scrape.Config{Endpoints: []string{scrape.SimEndpoint}, Interval: 500 * time.Millisecond}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	time.AfterFunc(2500*time.Millisecond, cancel)
+	start := time.Now()
+	var out, errb bytes.Buffer
+	if _, err := cfg.Run(ctx, hclog.NewNullLogger(), &out, &errb); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the run took %v after an interrupt at 2.5 s of a one-minute level", took.Round(time.Second))
+	}
+	res := readResult(t, cfg.OutDir)
+	if _, ok := res["server_hit_rate"].(float64); !ok {
+		t.Errorf("result.json server_hit_rate %v: want the server read at the interrupt", res["server_hit_rate"])
 	}
 }
