@@ -95,6 +95,14 @@ func (l *Live) serverHitRate(label string, w *scrape.Window) {
 	l.Feed.SetServerHitRate(label, *w.Total.HitRate)
 }
 
+// setTarget shows a live change of the sessions asked for. Safe on a nil
+// Live.
+func (l *Live) setTarget(n int) {
+	if l != nil && l.Feed != nil {
+		l.Feed.SetTarget(n)
+	}
+}
+
 // attach hands c to Control; the returned func takes it back.
 func (l *Live) attach(c ui.Controller) (detach func()) {
 	if l == nil || l.Control == nil {
