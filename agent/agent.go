@@ -344,6 +344,7 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 					st := l.eng.e.Stats()
 					hb.Streams, hb.Sessions = st.InFlight, st.Sessions
 				}
+				hb.At = time.Now()
 				hb.CPU, hb.CPUOK = cpu.Process()
 				l.link.send(hb)
 			}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -67,8 +68,12 @@ func requestToPB(m any) *pb.ConnectRequest {
 		for i, c := range m.Active {
 			active[i] = int64(c)
 		}
+		at := m.At
+		if at.IsZero() {
+			at = time.Now()
+		}
 		hb := &pb.Heartbeat{
-			SentAt: timestamppb.Now(), ActiveConversations: active, NextConversation: int64(m.Next),
+			SentAt: timestamppb.New(at), ActiveConversations: active, NextConversation: int64(m.Next),
 			StreamsInFlight: m.Streams, Sessions: m.Sessions,
 		}
 		if m.CPUOK {

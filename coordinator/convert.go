@@ -48,6 +48,9 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 		hb := heartbeat{Active: active, Next: int(v.Heartbeat.GetNextConversation()), Health: AgentHealth{
 			Streams: v.Heartbeat.GetStreamsInFlight(), Sessions: v.Heartbeat.GetSessions(),
 		}}
+		if ts := v.Heartbeat.GetSentAt(); ts != nil {
+			hb.Health.At = ts.AsTime()
+		}
 		if c := v.Heartbeat.GetProcessCpuTime(); c != nil {
 			hb.Health.CPU, hb.Health.CPUOK = c.AsDuration(), true
 		}

@@ -99,6 +99,9 @@ type heartbeat struct {
 
 // AgentHealth is an agent's health as its heartbeat tells it.
 type AgentHealth struct {
+	// At is when the agent read it, by the agent's clock (zero: not
+	// said): two readings' interval, whatever the delays on the way.
+	At time.Time
 	// CPU is the agent process's CPU time so far, user and system; CPUOK
 	// is false when the agent could not read it (or did not say).
 	CPU   time.Duration

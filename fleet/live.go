@@ -42,7 +42,7 @@ func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordin
 		if onHealth != nil {
 			onHealth(id, h)
 		}
-		feed.AgentHealth(id, ui.Health{CPU: h.CPU, CPUOK: h.CPUOK, Streams: h.Streams, Sessions: h.Sessions})
+		feed.AgentHealth(id, ui.Health{At: h.At, CPU: h.CPU, CPUOK: h.CPUOK, Streams: h.Streams, Sessions: h.Sessions})
 	}
 	cc.OnWindowClosed = func(w *coordinator.WindowResult) {
 		if onClosed != nil {

@@ -9,6 +9,9 @@ import (
 
 // Health is an agent's health as its heartbeat tells it.
 type Health struct {
+	// At is when the agent read it, by the agent's clock; zero: when the
+	// feed received it. The cores used are over two readings' At.
+	At time.Time
 	// CPU is the agent process's CPU time so far, user and system; CPUOK
 	// is false when it was not read.
 	CPU   time.Duration
@@ -67,8 +70,12 @@ func (a *agent) heartbeat(h Health, now time.Time) {
 	if !h.CPUOK {
 		return
 	}
-	a.cores, a.hasCores = cpu.Cores(a.cpuAt, a.cpuUsed, now, h.CPU)
-	a.cpuAt, a.cpuUsed = now, h.CPU
+	at := h.At
+	if at.IsZero() {
+		at = now
+	}
+	a.cores, a.hasCores = cpu.Cores(a.cpuAt, a.cpuUsed, at, h.CPU)
+	a.cpuAt, a.cpuUsed = at, h.CPU
 }
 
 func (a *agent) view(now time.Time) Agent {

@@ -37,6 +37,14 @@ func TestAgentHealthView(t *testing.T) {
 			at: 2 * time.Second, wantCPU: ptr(0.75), wantStrm: ptr[int64](9), wantSess: ptr[int64](40),
 		},
 		{
+			name: "cores over the agent's reading times, not the arrivals",
+			beats: []beat{
+				{0, Health{At: t0.Add(-time.Hour), CPU: time.Second, CPUOK: true}},
+				{3 * time.Second, Health{At: t0.Add(-time.Hour + 4*time.Second), CPU: 3 * time.Second, CPUOK: true}},
+			},
+			at: 3 * time.Second, wantCPU: ptr(0.5), wantStrm: ptr[int64](0), wantSess: ptr[int64](0),
+		},
+		{
 			name: "CPU went backwards (agent restarted): no figure until the next",
 			beats: []beat{
 				{0, Health{CPU: 30 * time.Second, CPUOK: true}},

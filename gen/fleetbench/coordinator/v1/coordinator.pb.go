@@ -2294,9 +2294,9 @@ type Heartbeat struct {
 	// every conversation the agent starts later either is in that list or
 	// has an index >= next_conversation.
 	NextConversation int64 `protobuf:"varint,3,opt,name=next_conversation,json=nextConversation,proto3" json:"next_conversation,omitempty"`
-	// The agent process's CPU time so far, user and system (agent to
-	// coordinator only; absent where it cannot be read): the coordinator
-	// turns two heartbeats into cores used between them.
+	// The agent process's CPU time so far, user and system, read at sent_at
+	// (agent to coordinator only; absent where it cannot be read): two
+	// heartbeats give the cores used between their sent_at.
 	ProcessCpuTime *durationpb.Duration `protobuf:"bytes,4,opt,name=process_cpu_time,json=processCpuTime,proto3" json:"process_cpu_time,omitempty"`
 	// Requests the agent is streaming now (agent to coordinator only).
 	StreamsInFlight int64 `protobuf:"varint,5,opt,name=streams_in_flight,json=streamsInFlight,proto3" json:"streams_in_flight,omitempty"`
