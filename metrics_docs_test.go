@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
@@ -180,6 +181,97 @@ func baseName(name string, known func(string) bool) string {
 		}
 	}
 	return name
+}
+
+// collectorMetrics returns the names the Go runtime's and the process's
+// collectors export, which every command with --metrics-listen registers
+// (newMetricsRegistry): an agent's CPU is its process_cpu_seconds_total.
+func collectorMetrics() map[string]bool {
+	d := &describing{names: map[string]bool{}}
+	d.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return d.names
+}
+
+var (
+	promString   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	promMatchers = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
+	promLabels   = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	promIdent    = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	promKeywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true}
+)
+
+// promMetricNames returns the metric names a PromQL expression reads: its
+// identifiers that are not functions, aggregations, keywords, label names
+// or inside strings, matchers and ranges.
+func promMetricNames(expr string) []string {
+	e := promString.ReplaceAllString(expr, `""`)
+	e = promMatchers.ReplaceAllString(e, " ")
+	e = promLabels.ReplaceAllString(e, " ")
+	var out []string
+	for _, loc := range promIdent.FindAllStringIndex(e, -1) {
+		id := e[loc[0]:loc[1]]
+		rest := strings.TrimLeft(e[loc[1]:], " ")
+		if promKeywords[id] || strings.HasPrefix(rest, "(") || (loc[0] > 0 && (e[loc[0]-1] >= '0' && e[loc[0]-1] <= '9' || e[loc[0]-1] == '.')) {
+			continue // a function or aggregation, a keyword, or a number's exponent
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+func TestPromMetricNames(t *testing.T) {
+	for _, tc := range []struct{ expr, want string }{
+		{`histogram_quantile(0.99, sum by (instance, agent, le) (rate(fleetbench_agent_schedule_lag_seconds_bucket[$__rate_interval])))`,
+			"fleetbench_agent_schedule_lag_seconds_bucket"},
+		{`rate(process_cpu_seconds_total[$__rate_interval]) and on (job, instance) fleetbench_agent_connected`,
+			"process_cpu_seconds_total fleetbench_agent_connected"},
+		{`sum(rate(vllm:prefix_cache_hits_total{mode=~"a|b", x="y{z}"}[5m])) / sum(rate(vllm:prefix_cache_queries_total[1e3s]))`,
+			"vllm:prefix_cache_hits_total vllm:prefix_cache_queries_total"},
+		{`max(a) or max(b_total) unless c`, "a b_total c"},
+	} {
+		if got := strings.Join(promMetricNames(tc.expr), " "); got != tc.want {
+			t.Errorf("promMetricNames(%s) = %q, want %q", tc.expr, got, tc.want)
+		}
+	}
+}
+
+// TestDashboardQueriesKnownMetrics: every metric name any panel of the
+// dashboard reads is one fleetbench's registries export (its own, the Go
+// and process collectors') or one of the serving stack's that pkg/scrape's
+// catalogue (docs/server-metrics.md) knows, histogram series included; and
+// the agents' health panels read the agents' CPU, streams and lag.
+func TestDashboardQueriesKnownMetrics(t *testing.T) {
+	known := registeredMetrics(t)
+	for n := range collectorMetrics() {
+		known[n] = true
+	}
+	for _, n := range scrape.CatalogNames() {
+		known[n] = true
+	}
+	isKnown := func(s string) bool { return known[s] }
+	reads := map[string]map[string]bool{} // panel title: metrics
+	for title, targets := range dashboardQueries(t) {
+		reads[title] = map[string]bool{}
+		for _, q := range targets {
+			for _, n := range promMetricNames(q.Expr) {
+				n = baseName(n, isKnown)
+				reads[title][n] = true
+				if !known[n] {
+					t.Errorf("panel %q (query %s) reads %s, which no fleetbench registry exports and docs/server-metrics.md does not list", title, q.RefID, n)
+				}
+			}
+		}
+	}
+	for title, want := range map[string]string{
+		"Agent CPU":               "process_cpu_seconds_total",
+		"Agent streams in flight": "fleetbench_agent_streams_in_flight",
+		"Agent schedule lag p99":  "fleetbench_agent_schedule_lag_seconds",
+		"Agents connected":        "fleetbench_agent_connected",
+	} {
+		if !reads[title][want] {
+			t.Errorf("agents' health: panel %q does not read %s (it reads %v)", title, want, reads[title])
+		}
+	}
 }
 
 // TestDashboardNamesDocumentedMetrics: every fleetbench metric the

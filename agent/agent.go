@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetbench/fleetbench/pkg/cpu"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/shard"
@@ -340,7 +341,11 @@ func (l *loop) run(ctx context.Context, links <-chan *link, fatal <-chan error) 
 				var hb heartbeatOut
 				if l.eng != nil && !l.eng.finished {
 					hb.Next, hb.Active = l.eng.tix.snapshot()
+					st := l.eng.e.Stats()
+					hb.Streams, hb.Sessions = st.InFlight, st.Sessions
 				}
+				hb.At = time.Now()
+				hb.CPU, hb.CPUOK = cpu.Process()
 				l.link.send(hb)
 			}
 		case <-phaseTimer.C:

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -67,9 +68,18 @@ func requestToPB(m any) *pb.ConnectRequest {
 		for i, c := range m.Active {
 			active[i] = int64(c)
 		}
-		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Heartbeat{Heartbeat: &pb.Heartbeat{
-			SentAt: timestamppb.Now(), ActiveConversations: active, NextConversation: int64(m.Next),
-		}}}
+		at := m.At
+		if at.IsZero() {
+			at = time.Now()
+		}
+		hb := &pb.Heartbeat{
+			SentAt: timestamppb.New(at), ActiveConversations: active, NextConversation: int64(m.Next),
+			StreamsInFlight: m.Streams, Sessions: m.Sessions,
+		}
+		if m.CPUOK {
+			hb.ProcessCpuTime = durationpb.New(m.CPU)
+		}
+		return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Heartbeat{Heartbeat: hb}}
 	}
 	panic(fmt.Sprintf("agent: no conversion for %T", m))
 }

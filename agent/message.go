@@ -72,8 +72,15 @@ type watermark struct {
 }
 
 // heartbeatOut carries the shard cursor and the conversations started or
-// queued below it and not finished (see trackingIndexer.snapshot).
+// queued below it and not finished (see trackingIndexer.snapshot), and
+// the agent's health: its process's CPU time so far (CPUOK false where it
+// cannot be read) as read at At, its streams and its sessions.
 type heartbeatOut struct {
-	Active []int
-	Next   int
+	Active   []int
+	Next     int
+	At       time.Time
+	CPU      time.Duration
+	CPUOK    bool
+	Streams  int64
+	Sessions int64
 }

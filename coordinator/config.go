@@ -171,6 +171,10 @@ type Config struct {
 	// agents' progress. w is merged into the run's results: read it, do
 	// not change or keep it. It must return quickly.
 	OnReport func(agentID string, window uint32, w *record.Window)
+	// OnHealth, when set, is called from Run's loop with every heartbeat of
+	// an agent: its health as the agent reports it. It must return
+	// quickly.
+	OnHealth func(agentID string, h AgentHealth)
 	// OnAgents, when set, is called from Run's loop whenever the number of
 	// agents ready to run (joined and checked, not failed or lost) changes,
 	// with the number expected. It must return quickly.

@@ -45,7 +45,16 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 		for i, c := range v.Heartbeat.GetActiveConversations() {
 			active[i] = int(c)
 		}
-		return heartbeat{Active: active, Next: int(v.Heartbeat.GetNextConversation())}, nil
+		hb := heartbeat{Active: active, Next: int(v.Heartbeat.GetNextConversation()), Health: AgentHealth{
+			Streams: v.Heartbeat.GetStreamsInFlight(), Sessions: v.Heartbeat.GetSessions(),
+		}}
+		if ts := v.Heartbeat.GetSentAt(); ts != nil {
+			hb.Health.At = ts.AsTime()
+		}
+		if c := v.Heartbeat.GetProcessCpuTime(); c != nil {
+			hb.Health.CPU, hb.Health.CPUOK = c.AsDuration(), true
+		}
+		return hb, nil
 	case *pb.ConnectRequest_Problem:
 		p := v.Problem
 		return problem{

@@ -144,6 +144,9 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 	switch msg := msg.(type) {
 	case heartbeat:
 		m.active, m.cursor = msg.Active, msg.Next
+		if r.cfg.OnHealth != nil {
+			r.cfg.OnHealth(m.id, msg.Health)
+		}
 	case ready:
 		if msg.Epoch == 0 {
 			// Epoch 0: the agent checked its environment against the

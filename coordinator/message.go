@@ -90,10 +90,26 @@ type watermark struct {
 }
 
 // heartbeat carries, from agents, the conversations running or queued and
-// the shard cursor they were read with.
+// the shard cursor they were read with, and the agent's health.
 type heartbeat struct {
 	Active []int
 	Next   int
+	Health AgentHealth
+}
+
+// AgentHealth is an agent's health as its heartbeat tells it.
+type AgentHealth struct {
+	// At is when the agent read it, by the agent's clock (zero: not
+	// said): two readings' interval, whatever the delays on the way.
+	At time.Time
+	// CPU is the agent process's CPU time so far, user and system; CPUOK
+	// is false when the agent could not read it (or did not say).
+	CPU   time.Duration
+	CPUOK bool
+	// Streams is the requests the agent is streaming, Sessions the
+	// conversations it runs.
+	Streams  int64
+	Sessions int64
 }
 
 // Outbound messages.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 )
@@ -266,6 +267,33 @@ func TestKustomizeRender(t *testing.T) {
 			}
 			if got := get(sm, "spec", "endpoints", 0, "path"); got != "/metrics" {
 				t.Errorf("ServiceMonitor path = %v, want /metrics (what --metrics-listen serves)", got)
+			}
+			// The agents' PodMonitor selects the pods of the agents' Job
+			// (kubejob.Build) by their labels and scrapes the port the Job
+			// declares, unless the coordinator turns it off.
+			pm := one(t, m, "PodMonitor", "fleetbench-agents")
+			agentPod := kubejob.Build(kubejob.Config{Namespace: "x", Image: "i", Agents: 1, CoordinatorAddr: "c:1",
+				MetricsPort: kubejob.DefaultAgentMetricsPort}).Spec.Template
+			sel, _ := get(pm, "spec", "selector", "matchLabels").(map[string]any)
+			if len(sel) == 0 {
+				t.Errorf("PodMonitor selects every pod: %v", get(pm, "spec", "selector"))
+			}
+			for k, v := range sel {
+				if agentPod.Labels[k] != v {
+					t.Errorf("PodMonitor selects %s=%v; the agent pods have %q", k, v, agentPod.Labels[k])
+				}
+			}
+			if get(pm, "spec", "selector", "matchLabels", kubejob.LabelComponent) != "agent" {
+				t.Errorf("PodMonitor selector %v: want the agents only (component agent)", sel)
+			}
+			if got := get(pm, "spec", "podMetricsEndpoints", 0, "port"); got != kubejob.MetricsPortName || agentPod.Spec.Containers[0].Ports[0].Name != got {
+				t.Errorf("PodMonitor port = %v, want the agent container's %q", got, kubejob.MetricsPortName)
+			}
+			if got := get(pm, "spec", "podMetricsEndpoints", 0, "path"); got != "/metrics" {
+				t.Errorf("PodMonitor path = %v, want /metrics", got)
+			}
+			if flag("--agent-metrics-port") == "0" {
+				t.Error("the coordinator turns the agents' metrics off, yet the PodMonitor scrapes them")
 			}
 		})
 	}

@@ -311,7 +311,15 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	mctx, stopMeter := context.WithCancel(ctx)
 	wg.Go(func() { mtr.run(mctx, eng, c.Load.OpenLoop(), c.Warmup > 0) })
 	if !c.Load.OpenLoop() {
-		defer c.Live.attach(ui.ControllerFunc(func(_ context.Context, n int) error { return eng.SetConcurrency(n) }))()
+		defer c.Live.attach(ui.ControllerFunc(func(_ context.Context, n int) error {
+			if err := eng.SetConcurrency(n); err != nil {
+				return err
+			}
+			// At once, as the coordinator does, not at the meter's next
+			// tick: the page draws the baseline at the target.
+			c.Live.setTarget(n)
+			return nil
+		}))()
 	}
 	runErr := eng.Run(runCtx)
 	close(ran)
@@ -387,7 +395,7 @@ func (r *levelRun) startScrape(ctx context.Context, env *runEnv) (*serverScrape,
 	if err != nil {
 		return nil, nil, fmt.Errorf("scrape: %w", err)
 	}
-	return startServerScrape(context.WithoutCancel(ctx), sc, r.logger)
+	return startServerScrape(context.WithoutCancel(ctx), sc, r.logger, r.cfg.Live)
 }
 
 // watch moves the engine to the measurement window at origin (when there

@@ -129,6 +129,12 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	facts.SLO, facts.AgentNotes = c.SLO, AgentNotes(st.Agents)
 	facts.Interrupted = interrupted
 	if ss != nil {
+		if interrupted {
+			// The coordinator's loop ended with the run's context, so the
+			// measured span's end never moved: read the server now, not
+			// at the planned end.
+			ss.schedule(0, sm.Start, time.Now())
+		}
 		facts.Server = ss.result(context.WithoutCancel(ctx), 0)
 	}
 	agents := make([]string, 0, len(perAgent))

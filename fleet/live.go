@@ -1,10 +1,12 @@
 package fleet
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
+	"github.com/fleetbench/fleetbench/pkg/scrape"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
 	"github.com/fleetbench/fleetbench/pkg/sweeprun"
 	"github.com/fleetbench/fleetbench/pkg/ui"
@@ -21,7 +23,8 @@ type Live struct {
 }
 
 // wire adds the live view to a coordinator's configuration and options:
-// its load, the agents' reports and their coverage in closed windows.
+// its load, the agents' reports, heartbeats and coverage in closed
+// windows.
 func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordinator.Option {
 	if l == nil || l.Feed == nil {
 		return opts
@@ -33,6 +36,13 @@ func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordin
 			onReport(id, window, w)
 		}
 		feed.AgentReport(id, w)
+	}
+	onHealth := cc.OnHealth
+	cc.OnHealth = func(id string, h coordinator.AgentHealth) {
+		if onHealth != nil {
+			onHealth(id, h)
+		}
+		feed.AgentHealth(id, ui.Health{At: h.At, CPU: h.CPU, CPUOK: h.CPUOK, Streams: h.Streams, Sessions: h.Sessions})
 	}
 	cc.OnWindowClosed = func(w *coordinator.WindowResult) {
 		if onClosed != nil {
@@ -50,6 +60,47 @@ func (l *Live) wire(cc *coordinator.Config, opts []coordinator.Option) []coordin
 		}
 	}
 	return append(opts, coordinator.WithLive(feed))
+}
+
+// Labels of the server-side KV hit rate on the page: the serving stack's
+// own prefix-cache hit rate (--scrape), over the measured window being
+// run so far, or over the last measured window read whole. Each is
+// followed by the window's length so far.
+const (
+	ServerHitRateSoFar = "server, measured window so far"
+	ServerHitRateLabel = "server, last measured window"
+)
+
+// serverSoFar shows the server-side KV hit rate of w, the measured window
+// being run, so far. Safe on a nil Live.
+func (l *Live) serverSoFar(w *scrape.Window) { l.serverHitRate(ServerHitRateSoFar, w) }
+
+// serverWindow shows the server-side KV hit rate of w, a measured
+// window's server metrics read whole. Safe on a nil Live.
+func (l *Live) serverWindow(w *scrape.Window) { l.serverHitRate(ServerHitRateLabel, w) }
+
+// serverHitRate shows w's server-side hit rate under label; a window
+// without one (no such metric, no traffic yet) leaves the last shown.
+func (l *Live) serverHitRate(label string, w *scrape.Window) {
+	if l == nil || l.Feed == nil || w == nil || w.Total.HitRate == nil {
+		return
+	}
+	if d := w.End.Sub(w.Start); d > 0 {
+		unit := time.Second
+		if d < 10*time.Second {
+			unit = 100 * time.Millisecond
+		}
+		label = fmt.Sprintf("%s, %s", label, d.Round(unit))
+	}
+	l.Feed.SetServerHitRate(label, *w.Total.HitRate)
+}
+
+// setTarget shows a live change of the sessions asked for. Safe on a nil
+// Live.
+func (l *Live) setTarget(n int) {
+	if l != nil && l.Feed != nil {
+		l.Feed.SetTarget(n)
+	}
 }
 
 // attach hands c to Control; the returned func takes it back.

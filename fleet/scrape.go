@@ -39,6 +39,13 @@ type serverScrape struct {
 	logger hclog.Logger
 	spans  chan span
 	done   chan struct{} // closed when run returns
+	live   *Live         // shown each window so far and at its end; may be nil
+
+	// measuring is true from a span's Begin to its End: only then is the
+	// scraper's window so far a measured one to show. liveMu orders it
+	// with the scraper's progress calls, so none lands after the end.
+	liveMu    sync.Mutex
+	measuring bool
 
 	mu      sync.Mutex
 	results map[int]chan *scrape.Window
@@ -118,6 +125,7 @@ func (d *serverScrape) run(ctx context.Context) {
 		t.Reset(time.Until(at))
 	}
 	finish := func() {
+		d.setMeasuring(false)
 		w, err := d.s.End(ctx)
 		var out *scrape.Window
 		switch {
@@ -126,6 +134,7 @@ func (d *serverScrape) run(ctx context.Context) {
 			d.logger.Warn("server metrics: window not read", "stage", cur.stage, "error", err)
 		default:
 			out = &w
+			d.live.serverWindow(out)
 		}
 		d.slot(cur.stage) <- out
 		finished, cur, begun = cur.stage, nil, false
@@ -154,6 +163,7 @@ func (d *serverScrape) run(ctx context.Context) {
 			}
 			if !begun && !time.Now().Before(cur.start) {
 				d.s.Begin(ctx)
+				d.setMeasuring(true)
 				begun = true
 			}
 			if begun && !time.Now().Before(cur.end) {
@@ -165,10 +175,29 @@ func (d *serverScrape) run(ctx context.Context) {
 	}
 }
 
+// setMeasuring records whether a measured span's window is open.
+func (d *serverScrape) setMeasuring(on bool) {
+	d.liveMu.Lock()
+	d.measuring = on
+	d.liveMu.Unlock()
+}
+
+// progress shows w, the scraper's open window so far, when it is a
+// measured one (scrape.WithProgress, from the scraper's Run).
+func (d *serverScrape) progress(w *scrape.Window) {
+	d.liveMu.Lock()
+	defer d.liveMu.Unlock()
+	if d.measuring {
+		d.live.serverSoFar(w)
+	}
+}
+
 // startServerScrape starts reading cfg's endpoints over the spans given
-// to the returned serverScrape's schedule; nil without endpoints. stop
-// ends its goroutines and waits for them.
-func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logger) (_ *serverScrape, stop func(), err error) {
+// to the returned serverScrape's schedule; nil without endpoints. With a
+// live view, each measured window is shown there as it goes (every
+// cfg.Interval) and when it ends. stop ends its goroutines and waits for
+// them.
+func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logger, live *Live) (_ *serverScrape, stop func(), err error) {
 	if len(cfg.Endpoints) == 0 && cfg.Pods == nil {
 		return nil, func() {}, nil
 	}
@@ -190,11 +219,16 @@ func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logg
 		cfg.Pods = &p
 		opts = append(opts, scrape.WithKubernetes(cs))
 	}
+	var d *serverScrape // set before the scraper runs
+	if live != nil && live.Feed != nil {
+		opts = append(opts, scrape.WithProgress(func(w scrape.Window) { d.progress(&w) }))
+	}
 	s, err := scrape.New(cfg, logger, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	d := newServerScrape(s, logger)
+	d = newServerScrape(s, logger)
+	d.live = live
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(sctx) })

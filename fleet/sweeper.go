@@ -133,7 +133,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 // coordinator's OnMeasureSpan; stop ends it once the last stage is
 // delivered.
 func startScrape(ctx context.Context, cfg *Config, logger hclog.Logger) (*serverScrape, func(), error) {
-	ss, stop, err := startServerScrape(ctx, cfg.Scrape, logger)
+	ss, stop, err := startServerScrape(ctx, cfg.Scrape, logger, cfg.Live)
 	if err != nil {
 		return nil, nil, err
 	}

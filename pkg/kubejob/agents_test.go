@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +219,62 @@ current-context: x
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
 	if _, _, err := clientConfig(""); err == nil {
 		t.Error("clientConfig with a missing kubeconfig succeeded")
+	}
+}
+
+// TestStartMetricsPort: the agents' Job, as created through the API, has
+// each agent serve its own metrics on --agent-metrics-port (default
+// DefaultAgentMetricsPort): the flag, a named container port and the
+// scrape annotations; 0 turns all three off.
+func TestStartMetricsPort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int // 0: no metrics
+	}{
+		{"default", nil, DefaultAgentMetricsPort},
+		{"other port", []string{"--agent-metrics-port", "9300"}, 9300},
+		{"off", []string{"--agent-metrics-port", "0"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			args := append([]string{"--kube-agents", "--agent-image", "fleetbench:dev", "--coordinator-service", "coord:7070", "--token-secret", ""}, tc.args...)
+			_, _, cs, name := startFake(t, ctx, parseOptions(t, args...))
+			job, err := cs.BatchV1().Jobs("bench").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmpl := job.Spec.Template
+			c := tmpl.Spec.Containers[0]
+			listen := ""
+			if i := slices.Index(c.Args, "--metrics-listen"); i >= 0 && i+1 < len(c.Args) {
+				listen = c.Args[i+1]
+			}
+			var port int32
+			for _, p := range c.Ports {
+				if p.Name == MetricsPortName {
+					port = p.ContainerPort
+				}
+			}
+			ann := tmpl.Annotations
+			if tc.want == 0 {
+				if listen != "" || len(c.Ports) != 0 || ann[AnnotationScrape] != "" {
+					t.Errorf("args %q ports %v annotations %v: want no metrics", c.Args, c.Ports, ann)
+				}
+				return
+			}
+			p := strconv.Itoa(tc.want)
+			if listen != ":"+p || port != int32(tc.want) {
+				t.Errorf("--metrics-listen %q, port %q = %d; want :%s on port %s", listen, MetricsPortName, port, p, p)
+			}
+			if ann[AnnotationScrape] != "true" || ann[AnnotationPort] != p || ann[AnnotationPath] != "/metrics" {
+				t.Errorf("annotations %v: want the scrape annotations of port %s", ann, p)
+			}
+			// The agents' PodMonitor selects them by these labels.
+			if l := tmpl.Labels; l[LabelName] != "fleetbench" || l[LabelComponent] != "agent" {
+				t.Errorf("pod labels %v", l)
+			}
+		})
 	}
 }

@@ -21,7 +21,8 @@ const (
 // Validate). It is a pure function of cfg.
 //
 // Each pod runs `fleetbench agent --coordinator ADDR --id $(POD_NAME)
-// --index $(JOB_COMPLETION_INDEX) [--token-file F] [--capacity N] ARGS`,
+// --index $(JOB_COMPLETION_INDEX) [--token-file F] [--capacity N]
+// [--metrics-listen :PORT] ARGS`,
 // the index coming from the Job controller's completion-index annotation
 // through the downward API.
 func Build(cfg Config) *batchv1.Job {
@@ -79,7 +80,7 @@ func Build(cfg Config) *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      maps.Clone(labels),
-					Annotations: maps.Clone(cfg.Annotations),
+					Annotations: podAnnotations(cfg),
 				},
 				Spec: podSpec(cfg, selector),
 			},
@@ -164,6 +165,42 @@ func podSpec(cfg Config, selector map[string]string) corev1.PodSpec {
 	return spec
 }
 
+// Pod annotations of annotation-based Prometheus scraping (the
+// kubernetes-pods job of Prometheus's example configuration); the
+// Prometheus Operator reads the PodMonitor instead.
+const (
+	AnnotationScrape = "prometheus.io/scrape"
+	AnnotationPort   = "prometheus.io/port"
+	AnnotationPath   = "prometheus.io/path"
+)
+
+// metricsPort is the port the agents serve /metrics on, 0 for none.
+func (c Config) metricsPort() int {
+	if c.HostNetwork {
+		return 0
+	}
+	return c.MetricsPort
+}
+
+// podAnnotations are cfg's pod annotations, with the scrape annotations
+// when the agents serve metrics (cfg's own win).
+func podAnnotations(cfg Config) map[string]string {
+	a := maps.Clone(cfg.Annotations)
+	port := cfg.metricsPort()
+	if port == 0 {
+		return a
+	}
+	if a == nil {
+		a = map[string]string{}
+	}
+	for k, v := range map[string]string{AnnotationScrape: "true", AnnotationPort: strconv.Itoa(port), AnnotationPath: "/metrics"} {
+		if _, ok := a[k]; !ok {
+			a[k] = v
+		}
+	}
+	return a
+}
+
 // mountVolume names the volume of Config.Mounts[i].
 func mountVolume(i int) string { return "data-" + strconv.Itoa(i) }
 
@@ -203,6 +240,11 @@ func container(cfg Config) corev1.Container {
 	if cfg.AgentCapacity > 0 {
 		args = append(args, "--capacity", strconv.Itoa(cfg.AgentCapacity))
 	}
+	var ports []corev1.ContainerPort
+	if port := cfg.metricsPort(); port > 0 {
+		args = append(args, "--metrics-listen", ":"+strconv.Itoa(port))
+		ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}}
+	}
 	args = append(args, cfg.Args...)
 	env = append(env, cfg.Env...)
 	return corev1.Container{
@@ -211,6 +253,7 @@ func container(cfg Config) corev1.Container {
 		ImagePullPolicy: cfg.PullPolicy,
 		Command:         slices.Clone(cfg.Command),
 		Args:            args,
+		Ports:           ports,
 		Env:             env,
 		Resources:       *cfg.Resources.DeepCopy(),
 		VolumeMounts:    mounts,

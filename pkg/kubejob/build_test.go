@@ -34,6 +34,7 @@ func fullConfig() Config {
 		NodeSelector:    map[string]string{"pool": "load"},
 		Tolerations:     []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "load", Effect: corev1.TaintEffectNoSchedule}},
 		Spread:          corev1.DoNotSchedule,
+		MetricsPort:     9091,
 		CoordinatorAddr: "fleetbench-coordinator.bench.svc:7070",
 		Token:           SecretRef{Name: "fleetbench-agent-token"},
 		APIKey:          SecretRef{Name: "fleetbench-model-api-key", Key: "key"},
@@ -118,7 +119,7 @@ func TestBuildShape(t *testing.T) {
 
 	wantArgs := []string{"agent", "--coordinator", "fleetbench-coordinator.bench.svc:7070",
 		"--id", "$(POD_NAME)", "--index", "$(JOB_COMPLETION_INDEX)",
-		"--token-file", TokenFile, "--capacity", "64", "--endpoint", "chat"}
+		"--token-file", TokenFile, "--capacity", "64", "--metrics-listen", ":9091", "--endpoint", "chat"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
 	}
@@ -191,6 +192,20 @@ func TestBuildVariants(t *testing.T) {
 			}
 			if s := spec.SecurityContext.Sysctls; len(s) != 0 {
 				t.Errorf("sysctls %v with host network, want none (the kubelet refuses them)", s)
+			}
+		}},
+		{"host network: no metrics port", func(c *Config) { c.HostNetwork, c.MetricsPort = true, 9091 }, func(t *testing.T, j *batchv1.Job) {
+			c := j.Spec.Template.Spec.Containers[0]
+			if slices.Contains(c.Args, "--metrics-listen") || len(c.Ports) != 0 || j.Spec.Template.Annotations[AnnotationScrape] != "" {
+				t.Errorf("args %q ports %v annotations %v: two agents on a node would want one host port", c.Args, c.Ports, j.Spec.Template.Annotations)
+			}
+		}},
+		{"user annotations win", func(c *Config) {
+			c.MetricsPort, c.Annotations = 9091, map[string]string{AnnotationScrape: "false"}
+		}, func(t *testing.T, j *batchv1.Job) {
+			a := j.Spec.Template.Annotations
+			if a[AnnotationScrape] != "false" || a[AnnotationPort] != "9091" {
+				t.Errorf("annotations %v, want the config's scrape=false kept and the port added", a)
 			}
 		}},
 		{"backoff 0 and no TTL", func(c *Config) { c.BackoffLimitPerIndex, c.TTLAfterFinished = new(int32(0)), -1 }, func(t *testing.T, j *batchv1.Job) {

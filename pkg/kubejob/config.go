@@ -47,6 +47,9 @@ const (
 	TokenFile = TokenDir + "/token"
 	// ContainerName names the agent container.
 	ContainerName = "agent"
+	// MetricsPortName names the agent container's metrics port, which the
+	// agents' PodMonitor (deploy/base/podmonitor.yaml) scrapes.
+	MetricsPortName = "metrics"
 	// ExitUsage is the agent's exit code for a usage mistake: a bad flag
 	// will not get better by retrying, so it fails the Job at once.
 	ExitUsage = 2
@@ -150,6 +153,13 @@ type Config struct {
 	// test cluster) or a CNI that limits pod throughput. Agents then share
 	// the node's ephemeral ports.
 	HostNetwork bool
+	// MetricsPort is the port each agent serves its own health on
+	// (`agent --metrics-listen :PORT`, /metrics), declared as the
+	// container port MetricsPortName and in the prometheus.io/scrape and
+	// prometheus.io/port pod annotations. 0: none. Ignored with
+	// HostNetwork: two agents on one node would both want the node's
+	// port.
+	MetricsPort int
 
 	// CoordinatorAddr is the coordinator Service's host:port; required.
 	CoordinatorAddr string
@@ -282,6 +292,9 @@ func (c Config) Validate() error {
 	case corev1.ScheduleAnyway, corev1.DoNotSchedule, SpreadNone:
 	default:
 		bad("spread %q: want %s, %s or %s", c.Spread, corev1.ScheduleAnyway, corev1.DoNotSchedule, SpreadNone)
+	}
+	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
+		bad("metrics port %d: want 1 to 65535, or 0 for none", c.MetricsPort)
 	}
 	if c.PortRange != "-" {
 		if _, _, err := parsePortRange(c.PortRange); err != nil {

@@ -55,6 +55,8 @@ func TestValidate(t *testing.T) {
 		{"bad label value", func(c *Config) { c.Labels = map[string]string{"team": "a b"} }, "label team"},
 		{"owner without uid", func(c *Config) { c.Owner = ownerFrom(envMap{EnvPodName: "p", EnvPodUID: "u"}.get); c.Owner.UID = "" }, "owner"},
 		{"negative backoff", func(c *Config) { c.BackoffLimitPerIndex = new(int32(-1)) }, "backoff"},
+		{"metrics port out of range", func(c *Config) { c.MetricsPort = 70000 }, "metrics port 70000"},
+		{"metrics port negative", func(c *Config) { c.MetricsPort = -1 }, "metrics port -1"},
 		{"do not schedule", func(c *Config) { c.Spread = corev1.DoNotSchedule }, ""},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,9 @@ const (
 	// DefaultCoordinatorService is the host:port agents dial
 	// (--coordinator-service): the coordinator's Service.
 	DefaultCoordinatorService = "fleetbench-coordinator:7070"
+	// DefaultAgentMetricsPort is the port each agent pod serves its own
+	// metrics on (--agent-metrics-port): next to the coordinator's 9090.
+	DefaultAgentMetricsPort = 9091
 )
 
 // Options are a command's settings for running its agents as an Indexed
@@ -51,6 +54,8 @@ type Options struct {
 	PortRange string
 	// HostNetwork runs the agents in the node's network namespace.
 	HostNetwork bool
+	// MetricsPort is the port agents serve their metrics on; 0: none.
+	MetricsPort int
 	// Overcommit skips the check that each agent's share of the largest
 	// level fits its CPU request (SessionsPerCore).
 	Overcommit bool
@@ -95,6 +100,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Capacity, "agent-capacity", 0, "sessions per agent; with --kube-agents, agents = ceil(largest level / capacity)")
 	fs.StringVar(&o.CPU, "agent-cpu", DefaultAgentCPU, "CPU each agent requests; it sizes the agents: "+strconv.Itoa(SessionsPerCore)+" sessions per core (\"\": none, a BestEffort pod)")
 	fs.StringVar(&o.Memory, "agent-memory", DefaultAgentMemory, "memory each agent requests and is limited to (\"\": none)")
+	fs.IntVar(&o.MetricsPort, "agent-metrics-port", DefaultAgentMetricsPort, "port each agent serves its own /metrics on (agent --metrics-listen; the pods' \"metrics\" port, scraped by the agents' PodMonitor); 0: none; not with --agent-host-network")
 	fs.BoolVar(&o.Overcommit, "agent-overcommit", false, "run agents whose share of the largest level exceeds what their --agent-cpu serves")
 	fs.StringArrayVar(&o.NodeSelector, "node-selector", nil, "agent node selector k=v[,k=v] (repeatable)")
 	fs.StringArrayVar(&o.Tolerations, "toleration", nil, "agent toleration key[=value][:effect] (repeatable)")
@@ -138,6 +144,7 @@ func (o Options) Config(namespace string, maxLevel int) (Config, error) {
 		Spread:               corev1.UnsatisfiableConstraintAction(o.Spread),
 		PortRange:            o.PortRange,
 		HostNetwork:          o.HostNetwork,
+		MetricsPort:          o.MetricsPort,
 		CoordinatorAddr:      o.Service,
 		TokenAsEnv:           o.TokenAsEnv,
 		APIKeyEnv:            o.APIKeyEnv,

@@ -42,7 +42,7 @@ func TestAddFlags(t *testing.T) {
 		}
 	})
 	want := []string{"agent-api-key-env", "agent-arg", "agent-capacity", "agent-cpu", "agent-host-network", "agent-image", "agent-memory",
-		"agent-mount", "agent-overcommit", "agent-port-range", "agent-pull-policy", "agent-pull-secret", "agent-retries", "agent-secret-env",
+		"agent-metrics-port", "agent-mount", "agent-overcommit", "agent-port-range", "agent-pull-policy", "agent-pull-secret", "agent-retries", "agent-secret-env",
 		"agent-spread", "api-key-secret", "coordinator-service", "kube-agents", "kube-namespace", "node-selector",
 		"pending-timeout", "token-secret", "token-secret-env", "toleration"}
 	if !slices.Equal(names, want) {
@@ -50,7 +50,7 @@ func TestAddFlags(t *testing.T) {
 	}
 	if o.Spread != string(corev1.ScheduleAnyway) || o.PortRange != DefaultPortRange || o.TokenSecret != DefaultTokenSecret ||
 		o.APIKeyEnv != DefaultAPIKeyEnv || o.Service != DefaultCoordinatorService || o.PendingTimeout != DefaultPendingTimeout ||
-		o.Retries != DefaultBackoffLimitPerIndex || o.Enabled {
+		o.Retries != DefaultBackoffLimitPerIndex || o.MetricsPort != DefaultAgentMetricsPort || o.Enabled {
 		t.Errorf("defaults %+v", o)
 	}
 }
@@ -87,7 +87,7 @@ func TestOptionsConfig(t *testing.T) {
 		"--agent-cpu", "2", "--agent-memory", "1Gi", "--node-selector", "pool=load,zone=a", "--toleration", "gpu=true:NoSchedule",
 		"--token-secret", "tok/t", "--token-secret-env", "--api-key-secret", "key", "--agent-api-key-env", "KEY",
 		"--coordinator-service", "coord.bench.svc:7070", "--pending-timeout", "30s", "--agent-retries", "3",
-		"--agent-spread", "DoNotSchedule", "--agent-port-range", "-",
+		"--agent-spread", "DoNotSchedule", "--agent-port-range", "-", "--agent-metrics-port", "9300",
 		"--agent-arg=--levels=1,2", "--agent-secret-env", "USER_MODEL_KEY=user-model/key", "--agent-mount", "pvc:sharegpt:/data")
 	cfg, err := o.Config("bench", 8)
 	if err != nil {
@@ -110,6 +110,7 @@ func TestOptionsConfig(t *testing.T) {
 		{"pending timeout", cfg.PendingTimeout == 30*time.Second},
 		{"retries", cfg.BackoffLimitPerIndex != nil && *cfg.BackoffLimitPerIndex == 3},
 		{"spread", cfg.Spread == corev1.DoNotSchedule && cfg.PortRange == "-"},
+		{"metrics port", cfg.MetricsPort == 9300},
 		{"args", slices.Equal(cfg.Args, []string{"--levels=1,2"})},
 		{"env", len(cfg.Env) == 1 && cfg.Env[0].Name == "USER_MODEL_KEY"},
 		{"mounts", slices.Equal(cfg.Mounts, []Mount{{Kind: MountPVC, Name: "sharegpt", Path: "/data"}})},

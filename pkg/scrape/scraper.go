@@ -111,6 +111,13 @@ func WithHTTPClient(c *http.Client) Option { return func(s *Scraper) { s.client 
 // WithClock makes the Scraper read time from now (tests).
 func WithClock(now func() time.Time) Option { return func(s *Scraper) { s.now = now } }
 
+// WithProgress has Run hand fn, after each sample taken while a window is
+// open, that window's figures so far: its counters and histograms from
+// its start to this sample, its gauges over the samples so far. fn is
+// called from Run's goroutine, one call at a time; it must return
+// quickly. A live view of the window (the dashboard) follows it.
+func WithProgress(fn func(Window)) Option { return func(s *Scraper) { s.progress = fn } }
+
 // Scraper reads a set of /metrics endpoints at the edges of measurement
 // windows and samples their gauges in between. The window code calls Begin
 // when a window opens and End when it closes (End also opens the next
@@ -141,6 +148,8 @@ type Scraper struct {
 	start  *Snapshot
 	gauges *gauges
 	eps    []string // the endpoints read: Config.Endpoints and the pods found at the last Begin
+
+	progress func(Window) // WithProgress; nil: none
 }
 
 // New returns a Scraper of cfg (defaults applied, then validated).
@@ -308,10 +317,18 @@ func (s *Scraper) Run(ctx context.Context) error {
 				return nil
 			}
 			s.mu.Lock()
+			var sofar *Window
 			if s.gauges != nil {
 				s.gauges.observe(snap)
+				if s.progress != nil && s.start != nil {
+					w := diff(*s.start, snap, s.gauges)
+					sofar = &w
+				}
 			}
 			s.mu.Unlock()
+			if sofar != nil {
+				s.progress(*sofar)
+			}
 		}
 	}
 }

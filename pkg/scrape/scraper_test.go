@@ -336,3 +336,55 @@ func TestScraperSamplesGaugesBetweenEdges(t *testing.T) {
 		}
 	})
 }
+
+// TestScraperProgress: with WithProgress, every sample Run takes while a
+// window is open hands over the window so far: its hit rate from the
+// counters at its start to this sample. Before Begin nothing is handed.
+func TestScraperProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hits, queries atomic.Int64
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprintf(w, "vllm:prefix_cache_hits_total{engine=\"0\"} %d\nvllm:prefix_cache_queries_total{engine=\"0\"} %d\n", hits.Load(), queries.Load())
+		})
+		var mu sync.Mutex
+		var got []Window
+		s, err := New(Config{Endpoints: []string{"http://sim/metrics"}, Interval: time.Second}, nil,
+			WithHTTPClient(&http.Client{Transport: handlerTransport{h}}),
+			WithProgress(func(w Window) { mu.Lock(); got = append(got, w); mu.Unlock() }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+
+		hits.Store(100)
+		queries.Store(1000)
+		time.Sleep(1500 * time.Millisecond) // t=1s: no window open
+		synctest.Wait()
+		s.Begin(ctx) // t=1.5s, from 100/1000
+		hits.Store(100 + 30)
+		queries.Store(1000 + 100)
+		time.Sleep(time.Second) // t=2s: 30 of 100
+		synctest.Wait()
+		hits.Store(100 + 30 + 70)
+		queries.Store(1000 + 100 + 100)
+		time.Sleep(time.Second) // t=3s: 100 of 200
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 2 {
+			t.Fatalf("%d progress calls, want 2 (one a sample while the window is open)", len(got))
+		}
+		want(t, "hit rate at 2s", got[0].Total.HitRate, 0.3)
+		want(t, "hit rate at 3s", got[1].Total.HitRate, 0.5)
+		if d := got[1].End.Sub(got[1].Start); d != 1500*time.Millisecond {
+			t.Errorf("window so far %v, want 1.5s", d)
+		}
+	})
+}

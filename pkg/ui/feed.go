@@ -316,12 +316,26 @@ func (f *Feed) AgentReport(id string, w *record.Window) {
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.agent(id).report(w, now)
+}
+
+// AgentHealth records the health h that agent id's heartbeat told (the
+// coordinator's OnHealth), received now.
+func (f *Feed) AgentHealth(id string, h Health) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.agent(id).heartbeat(h, now)
+}
+
+// agent returns agent id's health, created on first use; f.mu is held.
+func (f *Feed) agent(id string) *agent {
 	a := f.agents[id]
 	if a == nil {
 		a = &agent{id: id}
 		f.agents[id] = a
 	}
-	a.report(w, now)
+	return a
 }
 
 // AgentCoverage records what agent id contributed to a closed window:
@@ -329,11 +343,7 @@ func (f *Feed) AgentReport(id string, w *record.Window) {
 func (f *Feed) AgentCoverage(id string, coverage float64, lost bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := f.agents[id]
-	if a == nil {
-		a = &agent{id: id}
-		f.agents[id] = a
-	}
+	a := f.agent(id)
 	a.coverage, a.lost = &coverage, lost
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fleetbench/fleetbench/pkg/cpu"
 	"github.com/fleetbench/fleetbench/pkg/report"
 )
 
@@ -86,7 +87,7 @@ type Server struct {
 	mux    *http.ServeMux
 	done   chan struct{}
 	close  sync.Once
-	cpu    cpuMeter
+	cpu    cpu.Meter
 
 	mu              sync.Mutex
 	baseline        []byte // the baseline loaded, re-encoded; nil: none
@@ -205,7 +206,7 @@ func (s *Server) snapshotJSON(now time.Time) ([]byte, error) {
 		snap.Control = Control{Reason: "read-only during a sweep: the sweep sets each level", Max: s.cfg.Max}
 	}
 	snap.Baseline, snap.BaselineVersion = s.baselineName, s.baselineVersion
-	if cores, ok := s.cpu.sample(now); ok {
+	if cores, ok := s.cpu.Sample(now); ok {
 		snap.ProcessCPU = &cores
 	}
 	b, err := json.Marshal(snap)

@@ -151,6 +151,17 @@ type Agent struct {
 	// before one closed.
 	Coverage *float64 `json:"coverage"`
 	Lost     bool     `json:"lost"`
+	// CPU is the agent process's CPU use, in cores, between its last two
+	// heartbeats (about a second); null before two heartbeats, or where
+	// the agent cannot read its CPU time.
+	CPU *float64 `json:"cpu_cores"`
+	// Streams is the requests it was streaming and Sessions the
+	// conversations it ran at its last heartbeat; null before one.
+	Streams  *int64 `json:"streams"`
+	Sessions *int64 `json:"sessions"`
+	// LastHeartbeat is the seconds since its last heartbeat (0 before
+	// one).
+	LastHeartbeat float64 `json:"last_heartbeat_s"`
 }
 
 // ServerHitRate is the server-side prefix-cache hit rate of a measurement.

@@ -313,12 +313,16 @@ function renderAgents(agents) {
   const t = $("agents");
   t.replaceChildren();
   const head = el("tr");
-  for (const h of ["agent", "last report", "turns/s", "lag p95 ms", "lag max ms", "coverage", "state"]) head.appendChild(el("th", {}, h));
+  for (const h of ["agent", "last report", "turns/s", "CPU cores", "streams", "sessions", "lag p95 ms", "lag max ms", "coverage", "state"]) {
+    head.appendChild(el("th", {}, h));
+  }
   t.appendChild(head);
+  const count = (v) => (v === null || v === undefined ? "n/a" : String(v));
   for (const a of agents) {
     const tr = el("tr");
-    for (const v of [a.id, fmt(a.last_report_s, 1) + " s ago", fmt(a.rps, 1), fmt(a.lag_p95_ms), fmt(a.lag_max_ms),
-      a.coverage === null ? "n/a" : pct(a.coverage), a.lost ? "lost" : "ok"]) tr.appendChild(el("td", {}, v));
+    tr.dataset.agent = a.id;
+    for (const v of [a.id, fmt(a.last_report_s, 1) + " s ago", fmt(a.rps, 1), fmt(a.cpu_cores, 2), count(a.streams), count(a.sessions),
+      fmt(a.lag_p95_ms), fmt(a.lag_max_ms), a.coverage === null ? "n/a" : pct(a.coverage), a.lost ? "lost" : "ok"]) tr.appendChild(el("td", {}, v));
     t.appendChild(tr);
   }
 }

@@ -2294,8 +2294,17 @@ type Heartbeat struct {
 	// every conversation the agent starts later either is in that list or
 	// has an index >= next_conversation.
 	NextConversation int64 `protobuf:"varint,3,opt,name=next_conversation,json=nextConversation,proto3" json:"next_conversation,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The agent process's CPU time so far, user and system, read at sent_at
+	// (agent to coordinator only; absent where it cannot be read): two
+	// heartbeats give the cores used between their sent_at.
+	ProcessCpuTime *durationpb.Duration `protobuf:"bytes,4,opt,name=process_cpu_time,json=processCpuTime,proto3" json:"process_cpu_time,omitempty"`
+	// Requests the agent is streaming now (agent to coordinator only).
+	StreamsInFlight int64 `protobuf:"varint,5,opt,name=streams_in_flight,json=streamsInFlight,proto3" json:"streams_in_flight,omitempty"`
+	// Sessions (conversations) the agent runs now (agent to coordinator
+	// only).
+	Sessions      int64 `protobuf:"varint,6,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -2345,6 +2354,27 @@ func (x *Heartbeat) GetActiveConversations() []int64 {
 func (x *Heartbeat) GetNextConversation() int64 {
 	if x != nil {
 		return x.NextConversation
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetProcessCpuTime() *durationpb.Duration {
+	if x != nil {
+		return x.ProcessCpuTime
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetStreamsInFlight() int64 {
+	if x != nil {
+		return x.StreamsInFlight
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetSessions() int64 {
+	if x != nil {
+		return x.Sessions
 	}
 	return 0
 }
@@ -2710,11 +2740,14 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\twindow_id\x18\x01 \x01(\rR\bwindowId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bfinished\x18\x03 \x01(\bR\bfinished\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\xa0\x01\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\xad\x02\n" +
 	"\tHeartbeat\x123\n" +
 	"\asent_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x121\n" +
 	"\x14active_conversations\x18\x02 \x03(\x03R\x13activeConversations\x12+\n" +
-	"\x11next_conversation\x18\x03 \x01(\x03R\x10nextConversation\"\x8f\x01\n" +
+	"\x11next_conversation\x18\x03 \x01(\x03R\x10nextConversation\x12C\n" +
+	"\x10process_cpu_time\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eprocessCpuTime\x12*\n" +
+	"\x11streams_in_flight\x18\x05 \x01(\x03R\x0fstreamsInFlight\x12\x1a\n" +
+	"\bsessions\x18\x06 \x01(\x03R\bsessions\"\x8f\x01\n" +
 	"\aProblem\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\tR\x04step\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\rR\x05stage\x12\x14\n" +
@@ -2843,13 +2876,14 @@ var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	21, // 39: fleetbench.coordinator.v1.TurnStats.ttft:type_name -> fleetbench.coordinator.v1.SparseHistogram
 	29, // 40: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
 	31, // 41: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	3,  // 42: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	4,  // 43: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	43, // [43:44] is the sub-list for method output_type
-	42, // [42:43] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	30, // 42: fleetbench.coordinator.v1.Heartbeat.process_cpu_time:type_name -> google.protobuf.Duration
+	3,  // 43: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 44: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	44, // [44:45] is the sub-list for method output_type
+	43, // [43:44] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }

@@ -1,14 +1,15 @@
 //go:build unix
 
-package ui
+package cpu
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the process's user and system CPU time so far.
-func processCPU() (time.Duration, bool) {
+// Process returns this process's user and system CPU time so far; ok is
+// false where it cannot be read. Safe for concurrent use.
+func Process() (used time.Duration, ok bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
