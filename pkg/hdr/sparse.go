@@ -215,3 +215,9 @@ func DecodeSparse(cfg Config, b []byte) (*Histogram, error) {
 	s.payload = append([]byte(nil), payload...)
 	return &Histogram{cfg: cfg, g: s.g, total: s.count, lazy: true, sparse: s}, nil
 }
+
+// IsSparse reports whether h holds only an encoded payload (FromSparse,
+// DecodeSparse) and has not been expanded: a Clone of it is then a few
+// hundred bytes that share the immutable payload, and merging it costs
+// its populated buckets. IsSparse is a read.
+func (h *Histogram) IsSparse() bool { return h.compact() != nil }

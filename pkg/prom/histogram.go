@@ -76,9 +76,10 @@ type HistogramOpts struct {
 // It holds cumulative counts per series and adds an HDR histogram at the
 // cost of its non-empty buckets (a few hundred for a report), where
 // calling Observe once per recorded value would cost every value: each
-// bucket's classic and native bucket come from a table of the HDR
-// histogram's counts indices, built once. Each HDR bucket is counted at
-// its midpoint: the true values lie within the HDR
+// HDR bucket's classic and native bucket come from a table of the HDR
+// counts indices, and a sparse histogram is queued and converted with the
+// others of its series when the series is collected (see queue). Each HDR
+// bucket is counted at its midpoint: the true values lie within the HDR
 // bucket's width (0.1% at 3 significant figures), so only a value that
 // close to a classic or native bucket's bound can land on the other side
 // of it. A recorded 0 goes to the zero bucket.
@@ -93,6 +94,8 @@ type Histogram struct {
 	series map[string]*series
 	now    func() time.Time
 	table  *indexTable // of the Config of the histograms added
+	// acc accumulates queued histograms by index when a series folds.
+	acc *hdr.Histogram
 }
 
 var _ prometheus.Collector = (*Histogram)(nil)
@@ -107,6 +110,10 @@ type series struct {
 	count   uint64
 	sum     float64
 	created time.Time
+
+	// queued are sparse histograms added since the last fold (see
+	// queue).
+	queued []*hdr.Histogram
 }
 
 // NewHistogram returns an empty Histogram with the given variable labels.
@@ -164,7 +171,7 @@ func (v *Histogram) Add(h *hdr.Histogram, labelValues ...string) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.get(labelValues).add(h, v.tableOf(h.Config()))
+	v.queue(v.get(labelValues), h)
 }
 
 // child returns the series of labelValues, creating it, for addTo.
@@ -182,7 +189,7 @@ func (v *Histogram) addTo(s *series, h *hdr.Histogram) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	s.add(h, v.tableOf(h.Config()))
+	v.queue(s, h)
 }
 
 // add adds every value of h to s; the Histogram's mu is held and tab is
@@ -302,6 +309,7 @@ func (v *Histogram) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
 	ms := make([]prometheus.Metric, 0, len(v.series))
 	for _, s := range v.series {
+		v.fold(s)
 		ms = append(ms, &metric{desc: v.desc, labels: s.labels, h: s.write(v.bounds)})
 	}
 	v.mu.Unlock()
