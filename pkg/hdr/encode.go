@@ -157,8 +157,14 @@ func readZigZag(b []byte) (v int64, n int) {
 	return readZigZagLong(b)
 }
 
-// readZigZagLong is readZigZag for varints of any length.
+// readZigZagLong is readZigZag for varints of any length. Two-byte ones
+// (counts below 8,192, zero runs of 65 to 8,192 between a report's
+// buckets) are read without the loop.
 func readZigZagLong(b []byte) (v int64, n int) {
+	if len(b) > 1 && b[0] >= 0x80 && b[1] < 0x80 {
+		u := uint64(b[0]&0x7f) | uint64(b[1])<<7
+		return int64((u >> 1) ^ -(u & 1)), 2
+	}
 	var u uint64
 	for i := 0; i < maxVarint; i++ {
 		if i >= len(b) {
