@@ -117,10 +117,22 @@ func BenchmarkMergeReport(b *testing.B) {
 	}
 	b.StopTimer()
 	bytes1, objects1 := allocs()
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/report")
-	b.ReportMetric(float64(bytes1-bytes0)/float64(b.N), "alloc-B/report")
-	b.ReportMetric(float64(objects1-objects0)/float64(b.N), "allocs/report")
+	reportFigures(b, cpuTime()-cpu0, bytes1-bytes0, objects1-objects0, float64(b.N))
 }
+
+// reportFigures prints a benchmark's figures per report: CPU time in µs,
+// bytes and objects allocated.
+func reportFigures(b *testing.B, cpu time.Duration, bytes, objects uint64, reports float64) {
+	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/reports, "cpu-µs/report")
+	b.ReportMetric(float64(bytes)/reports, "B/report")
+	b.ReportMetric(float64(objects)/reports, "allocs/report")
+}
+
+// scrapeEvery is how many reports the benchmarks merge between two
+// Prometheus scrapes: 1,000 reports/s (the goal's rate) scraped every
+// second. A scrape converts the load histograms' accumulated buckets
+// (see prom.Histogram), so its cost is counted in the per-report figures.
+const scrapeEvery = 1000
 
 // BenchmarkMerge100Agents plays 100 agents, each sending one report of 10
 // histograms per round (iteration) over real loopback gRPC and waiting for
@@ -128,8 +140,9 @@ func BenchmarkMergeReport(b *testing.B) {
 // agents run in a child process (this test binary, see runFakeAgents), so
 // the CPU and allocation figures are the coordinator process's alone:
 // receiving, decoding, validating and merging each report, acking it, its
-// heartbeats. agents-cpu-ns/report is the fake agents' side (gRPC client
-// and protobuf; their reports are built before the timer starts).
+// heartbeats, and a Prometheus scrape every scrapeEvery reports.
+// agents-cpu-µs/report is the fake agents' side (gRPC client and protobuf;
+// their reports are built before the timer starts).
 //
 // The histograms case is the real one; the bare case sends the same
 // reports without histograms (counters only), the cost of the protocol
@@ -140,10 +153,11 @@ func BenchmarkMerge100Agents(b *testing.B) {
 }
 
 func merge100Agents(b *testing.B, bare bool) {
+	reg := prometheus.NewRegistry()
 	c, err := New(Config{
 		Agents: benchAgents, Window: time.Hour, HeartbeatTimeout: time.Hour, Grace: time.Hour,
 		Stages: []Stage{{Level: benchAgents, Duration: time.Hour}}, StartDelay: time.Millisecond,
-	}, nil)
+	}, nil, WithRegisterer(reg))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -211,22 +225,28 @@ func merge100Agents(b *testing.B, bare bool) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	bytes0, objects0 := allocs()
-	for range b.N {
+	scrapes := 0
+	for n := range b.N {
 		if _, err := io.WriteString(stdin, "round\n"); err != nil {
 			b.Fatal(err)
 		}
 		readLine("done")
+		if (n+1)*benchAgents%scrapeEvery == 0 {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+			scrapes++
+		}
 	}
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	bytes1, objects1 := allocs()
 	agents := agentsCPU() - agents0
 	reports := float64(b.N * benchAgents)
-	b.ReportMetric(float64(cpu)/reports, "cpu-ns/report")
-	b.ReportMetric(float64(bytes1-bytes0)/reports, "alloc-B/report")
-	b.ReportMetric(float64(objects1-objects0)/reports, "allocs/report")
-	b.ReportMetric(float64(b.Elapsed())/reports, "ns/report")
-	b.ReportMetric(float64(agents)/reports, "agents-cpu-ns/report")
+	reportFigures(b, cpu, bytes1-bytes0, objects1-objects0, reports)
+	b.ReportMetric(float64(b.Elapsed())/float64(time.Microsecond)/reports, "µs/report")
+	b.ReportMetric(float64(agents)/float64(time.Microsecond)/reports, "agents-cpu-µs/report")
+	b.ReportMetric(float64(scrapes), "scrapes")
 	b.ReportMetric(wire, "wire-bytes/report")
 	b.ReportMetric(0, "ns/op")
 }
@@ -317,8 +337,10 @@ func runFakeAgents(addr string, bare bool) int {
 
 // BenchmarkReportMetrics measures what the Prometheus load metrics add to
 // one 10-histogram report at the coordinator: counters, and the five
-// latency histograms' buckets (TTFT, ITL, TPOT, E2E, lag) added from the
-// report's sparse histograms, on top of BenchmarkMergeReport's merge.
+// latency histograms' buckets (TTFT, ITL, TPOT, E2E, lag) added by index
+// from the report's sparse histograms, on top of BenchmarkMergeReport's
+// merge; with a scrape (a Gather, which converts the accumulated buckets)
+// every scrapeEvery reports, counted in the figures.
 func BenchmarkReportMetrics(b *testing.B) {
 	cfg := hdr.Default
 	reps := make([]report, 64)
@@ -329,21 +351,29 @@ func BenchmarkReportMetrics(b *testing.B) {
 		}
 		reps[i] = rep.(report)
 	}
-	m, err := newMetrics(prometheus.NewRegistry(), nil)
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	lb := loadLabels(KindMeasure, "kv", 100)
 	m.load.Add(reps[0].Window, lb)
+	if _, err := reg.Gather(); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
-	bytes0, _ := allocs()
+	bytes0, objects0 := allocs()
 	for n := range b.N {
 		m.load.Add(reps[n%len(reps)].Window, lb)
+		if (n+1)%scrapeEvery == 0 {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	b.StopTimer()
-	bytes1, _ := allocs()
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/report")
-	b.ReportMetric(float64(bytes1-bytes0)/float64(b.N), "alloc-B/report")
+	bytes1, objects1 := allocs()
+	reportFigures(b, cpuTime()-cpu0, bytes1-bytes0, objects1-objects0, float64(b.N))
 }

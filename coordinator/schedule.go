@@ -198,7 +198,7 @@ func (r *run) judge(now time.Time) {
 		if w.stage != st.idx || w.kind != KindMeasure || w.rerun || w.start.After(now) {
 			continue
 		}
-		if err := merged.Merge(w.data); err != nil {
+		if err := merged.Merge(w.merged()); err != nil {
 			r.logger.Warn("merge for judging", "window", w.id, "error", err)
 			return
 		}

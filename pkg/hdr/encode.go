@@ -53,11 +53,6 @@ type coder struct {
 	zr   io.ReadCloser
 	in   bytes.Reader
 	b64  []byte
-
-	// packed collects a full histogram's populated buckets for
-	// appendPayload; packedCfg is its configuration.
-	packed    *hdrhistogram.PackedHistogram
-	packedCfg Config
 }
 
 var coders = sync.Pool{New: func() any { return new(coder) }}
@@ -72,7 +67,7 @@ var coders = sync.Pool{New: func() any { return new(coder) }}
 func (h *Histogram) Encode() ([]byte, error) {
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
-	raw := c.appendPayload(append(c.raw[:0], make([]byte, innerHeaderLen)...), h)
+	raw := appendPayload(append(c.raw[:0], make([]byte, innerHeaderLen)...), h)
 	hd := raw[:innerHeaderLen]
 	binary.BigEndian.PutUint32(hd[0:], uint32(uncompressedCookie))
 	binary.BigEndian.PutUint32(hd[4:], uint32(len(raw)-innerHeaderLen))
@@ -162,8 +157,14 @@ func readZigZag(b []byte) (v int64, n int) {
 	return readZigZagLong(b)
 }
 
-// readZigZagLong is readZigZag for varints of any length.
+// readZigZagLong is readZigZag for varints of any length. Two-byte ones
+// (counts below 8,192, zero runs of 65 to 8,192 between a report's
+// buckets) are read without the loop.
 func readZigZagLong(b []byte) (v int64, n int) {
+	if len(b) > 1 && b[0] >= 0x80 && b[1] < 0x80 {
+		u := uint64(b[0]&0x7f) | uint64(b[1])<<7
+		return int64((u >> 1) ^ -(u & 1)), 2
+	}
 	var u uint64
 	for i := 0; i < maxVarint; i++ {
 		if i >= len(b) {
@@ -281,7 +282,7 @@ func (c *coder) decodeInto(h *Histogram, b []byte) error {
 		return err
 	}
 	s.payload = payload
-	if dropped := s.addTo(h.h); dropped > 0 {
+	if dropped := s.addTo(h.full(), &h.total); dropped > 0 {
 		// inflate bounded the indices and the total, so an empty histogram
 		// takes every count.
 		return corrupt("%d values did not fit", dropped)
@@ -375,11 +376,18 @@ func validate(payload []byte, g geometry) (int64, error) {
 	idx := 0
 	var total int64
 	for pos := 0; pos < len(payload); {
-		v, n := readZigZag(payload[pos:])
-		if n == 0 {
-			return 0, corrupt("truncated count at byte %d", pos)
+		// One-byte varints (most counts and zero runs) are read inline.
+		var v int64
+		if b := payload[pos]; b < 0x80 {
+			v = int64(b>>1) ^ -int64(b&1)
+			pos++
+		} else {
+			var n int
+			if v, n = readZigZagLong(payload[pos:]); n == 0 {
+				return 0, corrupt("truncated count at byte %d", pos)
+			}
+			pos += n
 		}
-		pos += n
 		if v < 0 {
 			if v == math.MinInt64 || -v > int64(g.countsLen-idx) {
 				return 0, corrupt("zero run of %d at index %d overflows %d counts", -v, idx, g.countsLen)

@@ -82,7 +82,7 @@ func TestEncodeMatchesHdrHistogramGo(t *testing.T) {
 func BenchmarkEncodeLevels(b *testing.B) {
 	for _, n := range []int{200, 100_000} {
 		h := filled(n)
-		counts := h.h.Export().Counts
+		counts := h.full()
 		raw := appendCounts(make([]byte, innerHeaderLen), counts)
 		for _, lv := range []struct {
 			name  string

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,40 +111,99 @@ func (c Config) New() *Histogram {
 	if err := c.Validate(); err != nil {
 		panic("hdr: " + err.Error())
 	}
-	return &Histogram{cfg: c, h: hdrhistogram.New(c.LowestMicros, c.HighestMicros, c.SigFigs)}
+	g := geometryOf(c)
+	return &Histogram{cfg: c, g: g, counts: make([]int64, g.countsLen)}
 }
 
 // Histogram is an HdrHistogram of microsecond values with a clamp counter.
 //
+// It owns its counts array, indexed exactly as hdrhistogram-go indexes its
+// own, so that recording and merging add by index (a report's sparse
+// payload is added bucket by bucket straight into the counts, with no
+// value-to-index round trip). Percentiles, Summary and Unwrap read an
+// hdrhistogram-go histogram built from the counts on first use after a
+// change and kept until the next change.
+//
 // A Histogram is not safe for concurrent use: like the hdrhistogram-go
-// histogram it wraps, it has no locking. Concurrent reads are safe only while
-// nothing mutates it; callers serialize Record, Merge, Reset and SetClamped
-// against every other use (pkg/record does so under its Recorder's mutex).
+// histogram it stands for, it has no locking of its counts. Concurrent
+// reads are safe only while nothing mutates it; callers serialize Record,
+// RecordValues, Merge, Reset and SetClamped against every other use
+// (pkg/record does so under its Recorder's mutex). The one-time builds a
+// read may trigger (the library view, the expansion of a sparse histogram)
+// are safe under concurrent reads.
 //
 // A Histogram from FromSparse holds only its encoded buckets until it is
-// used other than as the source of a Merge, an Encode or a Sparse (see
-// FromSparse); it keeps the same contract, its one-time expansion being
-// safe under concurrent reads.
+// used other than as the source of a Merge, an Encode, a Sparse or a
+// Buckets (see FromSparse).
 type Histogram struct {
 	cfg     Config
-	h       *hdrhistogram.Histogram // nil in a sparse histogram until expanded
+	g       geometry
+	counts  []int64 // nil in a sparse histogram until expanded
+	total   int64
 	clamped int64
+	// gen counts the changes of the counts, so that the library view
+	// knows when it is stale.
+	gen uint64
 
 	// lazy marks a histogram built by FromSparse: sparse holds its counts
-	// and never changes after; expand builds h from it once, on the first
-	// use that needs the counts array.
+	// and never changes after; expand builds counts from it once, on the
+	// first use that needs the counts array.
 	lazy     bool
 	sparse   sparse
-	once     sync.Once
 	expanded atomic.Bool
+
+	// mu guards the one-time expansion and the library view.
+	mu      sync.Mutex
+	view    *hdrhistogram.Histogram
+	viewGen uint64
 }
 
-// hist returns the hdrhistogram-go histogram, expanding a sparse one.
-func (h *Histogram) hist() *hdrhistogram.Histogram {
-	if h.lazy {
-		h.once.Do(h.expand)
+// full returns h's counts array, expanding a sparse histogram once.
+func (h *Histogram) full() []int64 {
+	if h.lazy && !h.expanded.Load() {
+		h.mu.Lock()
+		if !h.expanded.Load() {
+			counts := make([]int64, h.g.countsLen)
+			// The payload was validated (indices and total in range):
+			// empty counts take every count.
+			var total int64
+			h.sparse.addTo(counts, &total)
+			h.counts = counts
+			h.expanded.Store(true)
+		}
+		h.mu.Unlock()
 	}
-	return h.h
+	return h.counts
+}
+
+// hist returns the hdrhistogram-go histogram of h's counts, building it
+// when h changed since the last build.
+func (h *Histogram) hist() *hdrhistogram.Histogram {
+	counts := h.full()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.view != nil && h.viewGen == h.gen {
+		return h.view
+	}
+	if h.view == nil {
+		// Import copies the counts into the library's own array, of the
+		// same geometry (New's), and sums them.
+		h.view = hdrhistogram.Import(&hdrhistogram.Snapshot{
+			LowestTrackableValue: h.cfg.LowestMicros, HighestTrackableValue: h.cfg.HighestMicros,
+			SignificantFigures: int64(h.cfg.SigFigs), Counts: counts,
+		})
+	} else {
+		// Reuse the view's storage: each count recorded at its index's
+		// lowest value lands on that index.
+		h.view.Reset()
+		for i, c := range counts {
+			if c != 0 {
+				_ = h.view.RecordValues(h.g.valueAt(i), c)
+			}
+		}
+	}
+	h.viewGen = h.gen
+	return h.view
 }
 
 // compact returns h's sparse form while h has not been expanded (so the
@@ -166,47 +226,79 @@ func (h *Histogram) Record(d time.Duration) {
 
 // RecordDurations records every element of ds, as Record does.
 func (h *Histogram) RecordDurations(ds []time.Duration) {
+	counts := h.full()
 	for _, d := range ds {
-		h.RecordValue(d.Microseconds())
+		v := d.Microseconds()
+		if v < 0 || v > h.cfg.HighestMicros {
+			v = min(max(v, 0), h.cfg.HighestMicros)
+			h.clamped++
+		}
+		counts[h.g.indexOf(v)]++
 	}
+	h.total += int64(len(ds))
+	h.gen++
 }
 
 // RecordValue records a value in microseconds. A negative value is recorded
 // as 0 and a value above HighestMicros as HighestMicros; both are counted in
 // Clamped.
 func (h *Histogram) RecordValue(micros int64) {
-	if micros < 0 {
-		micros = 0
-		h.clamped++
-	} else if micros > h.cfg.HighestMicros {
-		micros = h.cfg.HighestMicros
+	if micros < 0 || micros > h.cfg.HighestMicros {
+		micros = min(max(micros, 0), h.cfg.HighestMicros)
 		h.clamped++
 	}
-	// The value is in range now, so the only possible error is a total count
-	// past math.MaxInt64, which 9e18 recordings cannot reach in practice.
-	_ = h.hist().RecordValue(micros)
+	// The value is in range now. A total count past math.MaxInt64 is not
+	// checked: 9e18 recordings cannot be reached in practice.
+	h.full()[h.g.indexOf(micros)]++
+	h.total++
+	h.gen++
+}
+
+// RecordValues records n occurrences of a value in microseconds, clamped
+// (all n counted in Clamped) as RecordValue clamps. It records nothing and
+// returns a *DroppedError (wrapping ErrDropped) when n would take the total
+// count past math.MaxInt64; n <= 0 records nothing.
+func (h *Histogram) RecordValues(micros, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if n > math.MaxInt64-h.total {
+		return &DroppedError{Count: n}
+	}
+	if micros < 0 || micros > h.cfg.HighestMicros {
+		micros = min(max(micros, 0), h.cfg.HighestMicros)
+		h.clamped += n
+	}
+	h.full()[h.g.indexOf(micros)] += n
+	h.total += n
+	h.gen++
+	return nil
 }
 
 // Merge adds every value of o (and its clamp count) into h; o is unchanged.
 // It returns an error wrapping ErrConfigMismatch, and changes nothing, when
-// the configurations differ. If HdrHistogram could not record some values
-// (only on count overflow) the others are merged and the error is a
-// *DroppedError wrapping ErrDropped.
+// the configurations differ. Counts that would take h's total past
+// math.MaxInt64 are not added, as hdrhistogram-go's Merge drops them: the
+// others are merged and the error is a *DroppedError wrapping ErrDropped.
+//
+// Both add by index: a sparse o (FromSparse) costs its populated buckets,
+// read straight from its payload; a full o one pass over its counts.
 func (h *Histogram) Merge(o *Histogram) error {
 	if h.cfg != o.cfg {
 		return fmt.Errorf("merge histogram %s into %s: %w", o.cfg.Fingerprint(), h.cfg.Fingerprint(), ErrConfigMismatch)
 	}
 	if o == h {
-		// hdrhistogram-go iterates the source while recording into the
-		// destination; do not let them alias.
+		// Read the source before it changes.
 		o = o.Clone()
 	}
+	dst := h.full()
 	h.clamped += o.clamped
+	h.gen++
 	var dropped int64
 	if s := o.compact(); s != nil {
-		dropped = s.addTo(h.hist())
+		dropped = s.addTo(dst, &h.total)
 	} else {
-		dropped = h.hist().Merge(o.hist())
+		dropped = addCounts(dst, &h.total, o.full())
 	}
 	if dropped > 0 {
 		return &DroppedError{Count: dropped}
@@ -214,13 +306,37 @@ func (h *Histogram) Merge(o *Histogram) error {
 	return nil
 }
 
-// Count returns the number of values recorded, clamped ones included.
-func (h *Histogram) Count() int64 {
-	if s := h.compact(); s != nil {
-		return s.count
+// addCounts adds src into dst, index by index, and their sum into *total,
+// skipping (and returning the sum of, saturating) the counts that would
+// take *total past math.MaxInt64, as hdrhistogram-go's Merge does.
+func addCounts(dst []int64, total *int64, src []int64) (dropped int64) {
+	t := *total
+	dst = dst[:len(src)]
+	for i, c := range src {
+		if c == 0 {
+			continue
+		}
+		if c > math.MaxInt64-t {
+			dropped = addDropped(dropped, c)
+			continue
+		}
+		dst[i] += c
+		t += c
 	}
-	return h.hist().TotalCount()
+	*total = t
+	return dropped
 }
+
+// addDropped returns d+c saturated at math.MaxInt64.
+func addDropped(d, c int64) int64 {
+	if c > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return d + c
+}
+
+// Count returns the number of values recorded, clamped ones included.
+func (h *Histogram) Count() int64 { return h.total }
 
 // Clamped returns how many of the recorded values were outside
 // 0..HighestMicros and recorded at the nearest bound. The V2 encoding does
@@ -326,27 +442,29 @@ func (h *Histogram) Summary() Summary {
 // buckets are immutable and shared).
 func (h *Histogram) Clone() *Histogram {
 	if s := h.compact(); s != nil {
-		return &Histogram{cfg: h.cfg, clamped: h.clamped, lazy: true, sparse: *s}
+		return &Histogram{cfg: h.cfg, g: h.g, total: h.total, clamped: h.clamped, lazy: true, sparse: *s}
 	}
-	return &Histogram{cfg: h.cfg, h: h.hist().Clone(), clamped: h.clamped}
+	return &Histogram{cfg: h.cfg, g: h.g, counts: slices.Clone(h.full()), total: h.total, clamped: h.clamped}
 }
 
 // Reset empties h and zeroes its clamp count, keeping its storage.
 func (h *Histogram) Reset() {
-	h.hist().Reset()
-	h.clamped = 0
+	clear(h.full())
+	h.total, h.clamped = 0, 0
+	h.gen++
 }
 
 // Equal reports whether h and o have the same configuration, counts and
 // clamp count.
 func (h *Histogram) Equal(o *Histogram) bool {
-	return h.cfg == o.cfg && h.clamped == o.clamped && h.hist().Equals(o.hist())
+	return h.cfg == o.cfg && h.clamped == o.clamped && h.total == o.total && slices.Equal(h.full(), o.full())
 }
 
-// Unwrap returns the underlying hdrhistogram-go histogram, for reading
-// (iteration, percentile distributions, interval logs). Values recorded into
-// it directly bypass clamping and the clamp count; it shares h's contract of
-// no concurrent use.
+// Unwrap returns an hdrhistogram-go histogram of h's counts, for reading
+// (iteration, percentile distributions, interval logs). It is a view
+// rebuilt from h's counts after h changes: values recorded into it are not
+// recorded into h (use RecordValues), and it is valid until h next
+// changes. It shares h's contract of no use concurrent with a change of h.
 func (h *Histogram) Unwrap() *hdrhistogram.Histogram { return h.hist() }
 
 func micros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }

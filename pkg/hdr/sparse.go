@@ -3,8 +3,7 @@ package hdr
 import (
 	"fmt"
 	"iter"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
+	"math"
 )
 
 // Sparse is a histogram in the uncompressed form agents send the
@@ -35,15 +34,13 @@ type Sparse struct {
 
 // Sparse returns h in sparse form; its Counts is a new slice. h is
 // unchanged and a sparse h is not expanded (its payload is re-read). A full
-// h costs one pass over its counts array, which hdrhistogram-go offers no
-// other view of; with up to 1,024 values the array is read in place, not
-// copied (see packedMaxCount). Sparse is safe for concurrent use with
-// other readers of h.
+// h costs one pass over its counts array, read in place. Sparse is safe
+// for concurrent use with other readers of h.
 func (h *Histogram) Sparse() Sparse {
 	c := coders.Get().(*coder)
 	defer coders.Put(c)
-	c.raw = c.appendPayload(c.raw[:0], h)
-	return Sparse{Config: h.cfg, Counts: append([]byte(nil), c.raw...), Total: h.Count(), Clamped: h.clamped}
+	c.raw = appendPayload(c.raw[:0], h)
+	return Sparse{Config: h.cfg, Counts: append([]byte(nil), c.raw...), Total: h.total, Clamped: h.clamped}
 }
 
 // FromSparse validates s against cfg and returns it as a Histogram that
@@ -63,8 +60,12 @@ func (h *Histogram) Sparse() Sparse {
 // The result keeps s.Counts without copying it: the caller must not change
 // those bytes afterwards. FromSparse is safe for concurrent use.
 func FromSparse(cfg Config, s Sparse) (*Histogram, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("decode histogram: %w", err)
+	// Default is valid; Validate's float arithmetic would be a fair part
+	// of a small histogram's cost.
+	if cfg != Default {
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("decode histogram: %w", err)
+		}
 	}
 	if s.Config != cfg {
 		return nil, fmt.Errorf("decode histogram %s as %s: %w", s.Config.Fingerprint(), cfg.Fingerprint(), ErrConfigMismatch)
@@ -83,7 +84,7 @@ func FromSparse(cfg Config, s Sparse) (*Histogram, error) {
 	case s.Clamped < 0 || s.Clamped > total:
 		return nil, corrupt("clamp count %d is not within 0..%d", s.Clamped, total)
 	}
-	return &Histogram{cfg: cfg, clamped: s.Clamped, lazy: true, sparse: sparse{payload: s.Counts, g: g, count: total}}, nil
+	return &Histogram{cfg: cfg, g: g, total: total, clamped: s.Clamped, lazy: true, sparse: sparse{payload: s.Counts, g: g, count: total}}, nil
 }
 
 // sparse is a histogram's validated V2 payload (see Sparse.Counts).
@@ -114,40 +115,44 @@ func (s *sparse) buckets() iter.Seq2[int, int64] {
 	}
 }
 
-// addTo records every count of s into dst, which must have s's geometry,
-// and returns how many values dst refused (only on total count overflow).
-// Each non-zero count is recorded at its index's lowest value, which maps
-// back to that same index in dst: exactly what hdrhistogram-go's Merge does
-// from a full histogram, without scanning the counts array.
-func (s *sparse) addTo(dst *hdrhistogram.Histogram) (dropped int64) {
-	// The loop is buckets() written out: this is the coordinator's merge,
-	// once per populated bucket of every report.
+// addTo adds every count of s into counts (s's geometry), index by
+// index, and their sum into *total; it returns how many values it refused
+// because *total would pass math.MaxInt64 (saturating), as hdrhistogram-go's
+// Merge refuses them. This is the coordinator's merge, once per populated
+// bucket of every report: no value is mapped back to its index.
+func (s *sparse) addTo(counts []int64, total *int64) (dropped int64) {
+	// Validated (no truncated varint, every index in range): the loop only
+	// decodes, with the one-byte varints of most counts and zero runs read
+	// inline.
+	p := s.payload
+	t := *total
 	idx := 0
-	for pos := 0; pos < len(s.payload); {
-		// validate has checked the payload: no truncated varint, every
-		// index in range.
-		v, n := readZigZag(s.payload[pos:])
-		pos += n
+	for pos := 0; pos < len(p); {
+		var v int64
+		if b := p[pos]; b < 0x80 {
+			v = int64(b>>1) ^ -int64(b&1)
+			pos++
+		} else {
+			var n int
+			v, n = readZigZagLong(p[pos:])
+			pos += n
+		}
 		if v < 0 {
 			idx += int(-v)
 			continue
 		}
-		if v > 0 && dst.RecordValues(s.g.valueAt(idx), v) != nil {
-			dropped += v
+		if v > 0 {
+			if v > math.MaxInt64-t {
+				dropped = addDropped(dropped, v)
+			} else {
+				counts[idx] += v
+				t += v
+			}
 		}
 		idx++
 	}
+	*total = t
 	return dropped
-}
-
-// expand builds h.h from h.sparse; run once, by hist.
-func (h *Histogram) expand() {
-	hh := hdrhistogram.New(h.cfg.LowestMicros, h.cfg.HighestMicros, h.cfg.SigFigs)
-	// The payload was validated (indices and total in range): an empty
-	// histogram takes every count.
-	h.sparse.addTo(hh)
-	h.h = hh
-	h.expanded.Store(true)
 }
 
 // payloadWriter writes a V2 payload from the non-zero counts given in
@@ -177,21 +182,10 @@ func (w *payloadWriter) finish() []byte {
 	return w.b
 }
 
-// packedMaxCount is the most values a full histogram may hold for
-// appendPayload to collect its populated buckets in a packed histogram
-// rather than export a copy of its counts array. Both read the whole array
-// (hdrhistogram-go has no other view of it); the packed histogram copies
-// nothing, but its cost grows with the buckets (a binary search each), and
-// a histogram has at most as many populated buckets as values. On the
-// lognormal latencies of BenchmarkSparse the two cost the same at about
-// 1,000 values (~35 µs); at 200 the packed way takes half the time and
-// allocates nothing where the copy is 173 KB with Default.
-const packedMaxCount = 1024
-
 // appendPayload appends h's counts as a V2 payload to b, in the canonical
 // form hdrhistogram-go writes. A sparse h is re-read from its payload; a
-// full one is collected from its counts array (see packedMaxCount).
-func (c *coder) appendPayload(b []byte, h *Histogram) []byte {
+// full one is read from its counts array in place.
+func appendPayload(b []byte, h *Histogram) []byte {
 	if s := h.compact(); s != nil {
 		w := payloadWriter{b: b}
 		for idx, n := range s.buckets() {
@@ -199,24 +193,7 @@ func (c *coder) appendPayload(b []byte, h *Histogram) []byte {
 		}
 		return w.finish()
 	}
-	hh := h.hist()
-	if hh.TotalCount() > packedMaxCount {
-		return appendCounts(b, hh.Export().Counts)
-	}
-	if c.packed == nil || c.packedCfg != h.cfg {
-		c.packed = hdrhistogram.NewPacked(h.cfg.LowestMicros, h.cfg.HighestMicros, h.cfg.SigFigs)
-		c.packedCfg = h.cfg
-	}
-	p := c.packed
-	p.Reset()
-	// Same geometry and a total that fits: nothing can be dropped.
-	p.MergeFrom(hh)
-	g := geometryOf(h.cfg)
-	w := payloadWriter{b: b}
-	for v, n := range p.ForEachBucket {
-		w.add(g.indexOf(v), n)
-	}
-	return w.finish()
+	return appendCounts(b, h.full())
 }
 
 // DecodeSparse parses and validates b as Decode does, with the same errors,
@@ -236,5 +213,11 @@ func DecodeSparse(cfg Config, b []byte) (*Histogram, error) {
 	}
 	// The payload lives in the pooled coder: keep a copy of its exact size.
 	s.payload = append([]byte(nil), payload...)
-	return &Histogram{cfg: cfg, lazy: true, sparse: s}, nil
+	return &Histogram{cfg: cfg, g: s.g, total: s.count, lazy: true, sparse: s}, nil
 }
+
+// IsSparse reports whether h holds only an encoded payload (FromSparse,
+// DecodeSparse) and has not been expanded: a Clone of it is then a few
+// hundred bytes that share the immutable payload, and merging it costs
+// its populated buckets. IsSparse is a read.
+func (h *Histogram) IsSparse() bool { return h.compact() != nil }

@@ -79,7 +79,7 @@ func TestSparseMatchesFullScan(t *testing.T) {
 			"clamped":      func(h *Histogram) { h.RecordValue(-1); h.RecordValue(math.MaxInt64) },
 			"spread":       func(h *Histogram) { fill(r, h, 1000) },
 			"dense":        func(h *Histogram) { fill(r, h, 100_000) },
-			"large counts": func(h *Histogram) { _ = h.Unwrap().RecordValues(1234, 1<<60) },
+			"large counts": func(h *Histogram) { _ = h.RecordValues(1234, 1<<60) },
 		}
 		for name, rec := range cases {
 			t.Run(cfg.Fingerprint()+"/"+name, func(t *testing.T) {
@@ -194,7 +194,7 @@ func TestSparseGeometryMismatchMerge(t *testing.T) {
 // histogram does.
 func TestSparseMergeOverflow(t *testing.T) {
 	src := Default.New()
-	_ = src.Unwrap().RecordValues(100, math.MaxInt64-1)
+	_ = src.RecordValues(100, math.MaxInt64-1)
 	sp, err := FromSparse(Default, src.Sparse())
 	if err != nil {
 		t.Fatal(err)

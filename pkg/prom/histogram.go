@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -74,7 +75,10 @@ type HistogramOpts struct {
 //
 // It holds cumulative counts per series and adds an HDR histogram at the
 // cost of its non-empty buckets (a few hundred for a report), where
-// calling Observe once per recorded value would cost every value. Each HDR
+// calling Observe once per recorded value would cost every value: each
+// HDR bucket's classic and native bucket come from a table of the HDR
+// counts indices, and a sparse histogram is queued and converted with the
+// others of its series when the series is collected (see queue). Each HDR
 // bucket is counted at its midpoint: the true values lie within the HDR
 // bucket's width (0.1% at 3 significant figures), so only a value that
 // close to a classic or native bucket's bound can land on the other side
@@ -89,6 +93,9 @@ type Histogram struct {
 	mu     sync.Mutex
 	series map[string]*series
 	now    func() time.Time
+	table  *indexTable // of the Config of the histograms added
+	// acc accumulates queued histograms by index when a series folds.
+	acc *hdr.Histogram
 }
 
 var _ prometheus.Collector = (*Histogram)(nil)
@@ -103,12 +110,20 @@ type series struct {
 	count   uint64
 	sum     float64
 	created time.Time
+
+	// queued are sparse histograms added since the last fold (see
+	// queue).
+	queued []*hdr.Histogram
 }
 
 // NewHistogram returns an empty Histogram with the given variable labels.
 func NewHistogram(opts HistogramOpts, labelNames ...string) (*Histogram, error) {
 	if !slices.IsSorted(opts.Buckets) || len(opts.Buckets) == 0 {
 		return nil, fmt.Errorf("new histogram %s: buckets must be increasing and not empty", opts.Name)
+	}
+	if len(opts.Buckets) > math.MaxUint8-1 {
+		// Add maps HDR buckets to classic ones through a byte per index.
+		return nil, fmt.Errorf("new histogram %s: %d buckets, at most %d", opts.Name, len(opts.Buckets), math.MaxUint8-1)
 	}
 	for i := 1; i < len(opts.Buckets); i++ {
 		if opts.Buckets[i] == opts.Buckets[i-1] {
@@ -156,39 +171,119 @@ func (v *Histogram) Add(h *hdr.Histogram, labelValues ...string) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	s := v.get(labelValues)
-	// Buckets come in increasing order: the classic bucket and the native
-	// one only move up, and a native bucket spans about ninety HDR
-	// buckets, so each is found by a step or two, not a search.
-	ci, key, upper := 0, 0, -1.0
+	v.queue(v.get(labelValues), h)
+}
+
+// child returns the series of labelValues, creating it, for addTo.
+func (v *Histogram) child(labelValues []string) *series {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.get(labelValues)
+}
+
+// addTo adds h to s, a series of v (from child): Add without resolving
+// the labels again.
+func (v *Histogram) addTo(s *series, h *hdr.Histogram) {
+	if h == nil || h.Count() == 0 {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.queue(s, h)
+}
+
+// add adds every value of h to s; the Histogram's mu is held and tab is
+// its table of h's Config.
+func (s *series) add(h *hdr.Histogram, tab *indexTable) {
+	// Each HDR bucket's classic bucket and native key come from tab, by
+	// its index. Buckets come in increasing order, so the native keys do
+	// too: a run of buckets of one key is added at once. The sum of the
+	// midpoints is exact in 128-bit integers of half microseconds (the
+	// midpoint of a bucket of width 1 is a half microsecond), converted
+	// once.
+	key, first := 0, true
 	var run uint64 // values of native bucket key not yet added
-	h.Buckets(func(b hdr.Bucket) {
+	var hi, lo uint64
+	h.IndexedBuckets(func(i int, b hdr.Bucket) {
 		n := uint64(b.Count)
 		s.count += n
-		if b.Lowest == 0 {
+		s.classic[tab.classic[i]] += n
+		if i == 0 {
 			// A recorded 0 (a gap within one read): the zero bucket.
 			s.zero += n
-			s.classic[0] += n
 			return
 		}
-		sec := (float64(b.Lowest) + float64(b.Width)/2) / 1e6
-		s.sum += sec * float64(b.Count)
-		for ci < len(v.bounds) && v.bounds[ci] < sec {
-			ci++
-		}
-		s.classic[ci] += n
-		if sec > upper {
+		if k := int(tab.native[i]); k != key || first {
 			if run > 0 {
 				s.addNative(key, run)
 			}
-			key, run = nativeKey(sec), 0
-			upper = nativeUpper(key)
+			key, run, first = k, 0, false
 		}
 		run += n
+		ph, pl := bits.Mul64(uint64(2*b.Lowest+b.Width), n)
+		var carry uint64
+		lo, carry = bits.Add64(lo, pl, 0)
+		hi += ph + carry
 	})
 	if run > 0 {
 		s.addNative(key, run)
 	}
+	s.sum += (float64(hi)*0x1p64 + float64(lo)) / 2e6
+}
+
+// indexTable maps every counts index of one hdr.Config to its classic
+// bucket and native bucket key, as Add counts an HDR bucket: at its
+// midpoint in seconds. It turns Add's float arithmetic per bucket into two
+// lookups in small tables: the classic one is a byte per index (a
+// Histogram's own), the native one is shared by every Histogram of the
+// Config.
+type indexTable struct {
+	cfg     hdr.Config
+	classic []uint8 // index into series.classic
+	native  []int16 // native bucket key; unused at index 0
+}
+
+// newIndexTable builds the table of cfg for the classic bounds (fewer
+// than 256, see NewHistogram).
+func newIndexTable(cfg hdr.Config, bounds []float64) *indexTable {
+	n := cfg.Buckets()
+	t := &indexTable{cfg: cfg, classic: make([]uint8, n), native: nativeTable(cfg)}
+	for i := 1; i < n; i++ {
+		// The first bound at or above the midpoint; len(bounds) is +Inf.
+		t.classic[i] = uint8(sort.SearchFloat64s(bounds, midpoint(cfg.BucketAt(i))))
+	}
+	return t
+}
+
+// midpoint returns the midpoint of an HDR bucket in seconds.
+func midpoint(b hdr.Bucket) float64 {
+	return (float64(b.Lowest) + float64(b.Width)/2) / 1e6
+}
+
+// nativeTables holds the native keys of every counts index, per
+// hdr.Config (a []int16 per Config; in practice one, hdr.Default).
+var nativeTables sync.Map
+
+// nativeTable returns the native bucket key of every counts index of cfg.
+func nativeTable(cfg hdr.Config) []int16 {
+	if t, ok := nativeTables.Load(cfg); ok {
+		return t.([]int16)
+	}
+	t := make([]int16, cfg.Buckets())
+	for i := 1; i < len(t); i++ {
+		t[i] = int16(nativeKey(midpoint(cfg.BucketAt(i))))
+	}
+	got, _ := nativeTables.LoadOrStore(cfg, t)
+	return got.([]int16)
+}
+
+// tableOf returns v's index table of cfg, building it on first use;
+// v.mu is held.
+func (v *Histogram) tableOf(cfg hdr.Config) *indexTable {
+	if v.table == nil || v.table.cfg != cfg {
+		v.table = newIndexTable(cfg, v.bounds)
+	}
+	return v.table
 }
 
 // addNative adds n to native bucket k, growing the slice as needed.
@@ -214,6 +309,7 @@ func (v *Histogram) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
 	ms := make([]prometheus.Metric, 0, len(v.series))
 	for _, s := range v.series {
+		v.fold(s)
 		ms = append(ms, &metric{desc: v.desc, labels: s.labels, h: s.write(v.bounds)})
 	}
 	v.mu.Unlock()

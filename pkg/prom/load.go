@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -65,9 +64,21 @@ type Load struct {
 	staged                     bool
 }
 
-// children are one label set's counters, resolved once.
+// children are one label set's counters and histogram series, resolved
+// once.
 type children struct {
+	values                                        []string
 	ok, input, output, cached, started, completed prometheus.Counter
+	hists                                         [len(histMetrics)]*series
+}
+
+// histMetrics are the window histograms the load histograms take, in the
+// order of Load.hists.
+var histMetrics = [...]record.Metric{record.TTFT, record.ITL, record.TPOT, record.E2E, record.Lag}
+
+// hists returns the load histograms in the order of histMetrics.
+func (l *Load) hists() [len(histMetrics)]*Histogram {
+	return [...]*Histogram{l.ttft, l.itl, l.tpot, l.e2e, l.lag}
 }
 
 // NewLoad creates the load metrics and registers them with reg (nil:
@@ -128,12 +139,16 @@ func (l *Load) of(lb Labels) *children {
 	if c == nil {
 		v := lb.values()
 		c = &children{
+			values:    v,
 			ok:        l.requests.WithLabelValues(append(v, OutcomeOK, "")...),
 			input:     l.input.WithLabelValues(v...),
 			output:    l.output.WithLabelValues(v...),
 			cached:    l.cached.WithLabelValues(v...),
 			started:   l.convStarted.WithLabelValues(v...),
 			completed: l.convCompleted.WithLabelValues(v...),
+		}
+		for i, h := range l.hists() {
+			c.hists[i] = h.child(v)
 		}
 		l.children[lb] = c
 	}
@@ -144,13 +159,10 @@ func (l *Load) of(lb Labels) *children {
 // scraper sees them start from 0 (rate() and increase() then count every
 // request). Error classes appear with their first failure.
 func (l *Load) Touch(lb Labels) {
+	// The label set's children include its histogram series.
 	l.mu.Lock()
 	l.of(lb)
 	l.mu.Unlock()
-	v := lb.values()
-	for _, h := range []*Histogram{l.ttft, l.itl, l.tpot, l.e2e, l.lag} {
-		h.Touch(v...)
-	}
 }
 
 // Add adds a window's data (an agent's report, or a recorder's interval)
@@ -165,7 +177,7 @@ func (l *Load) Add(w *record.Window, lb Labels) {
 	ch := l.of(lb)
 	l.mu.Unlock()
 	c := &w.Counters
-	v := lb.values()
+	v := ch.values
 	ch.ok.Add(float64(c.Requests))
 	for class, n := range c.FailedByClass {
 		if n > 0 {
@@ -181,16 +193,11 @@ func (l *Load) Add(w *record.Window, lb Labels) {
 	ch.cached.Add(float64(c.CachedTokens))
 	ch.started.Add(float64(c.ConversationsStarted))
 	ch.completed.Add(float64(c.ConversationsCompleted))
-	for _, m := range []struct {
-		h *Histogram
-		r record.Metric
-	}{{l.ttft, record.TTFT}, {l.itl, record.ITL}, {l.tpot, record.TPOT}, {l.e2e, record.E2E}, {l.lag, record.Lag}} {
-		m.h.Add(hist(w, m.r), v...)
+	for i, h := range l.hists() {
+		// A hand-built window may have a nil histogram: addTo skips it.
+		h.addTo(ch.hists[i], w.Hist[histMetrics[i]])
 	}
 }
-
-// hist returns w's histogram of m (nil when a hand-built window has none).
-func hist(w *record.Window, m record.Metric) *hdr.Histogram { return w.Hist[m] }
 
 func sumClasses(m map[client.Class]int64) int64 {
 	var n int64

@@ -195,29 +195,32 @@ func (w *Window) Merge(o *Window) error {
 	if o == nil {
 		return nil
 	}
+	if o == w {
+		o = o.Clone()
+	}
+	if err := w.MergeCounts(o); err != nil {
+		return err
+	}
+	return w.MergeHistograms([]*Window{o})
+}
+
+// MergeCounts adds everything of o but its histograms into w: the
+// counters, the turns' counts (creating their entries), the time span, the
+// errors and the workers. With MergeHistograms it is Merge in two steps,
+// for a caller that merges many windows' histograms at once. It returns an
+// error wrapping hdr.ErrConfigMismatch, changing nothing, when the configs
+// differ. A nil o is a no-op. Not safe for concurrent use with any other
+// use of w or mutation of o; o must not be w.
+func (w *Window) MergeCounts(o *Window) error {
+	if o == nil {
+		return nil
+	}
 	if w.Config != o.Config {
 		return fmt.Errorf("merge window %d (%s) into %d (%s): %w",
 			o.ID, o.Config.Fingerprint(), w.ID, w.Config.Fingerprint(), hdr.ErrConfigMismatch)
 	}
-	if o == w {
-		o = o.Clone()
-	}
-	var errs []error
-	for m, oh := range o.Hist {
-		if oh == nil {
-			continue
-		}
-		if err := w.hist(Metric(m)).Merge(oh); err != nil {
-			errs = append(errs, fmt.Errorf("merge window %d %s: %w", o.ID, Metric(m), err))
-		}
-	}
 	for i, ot := range o.Turns {
 		t := w.turn(TurnIndex(i))
-		if ot.TTFT != nil {
-			if err := t.TTFT.Merge(ot.TTFT); err != nil {
-				errs = append(errs, fmt.Errorf("merge window %d turn %d ttft: %w", o.ID, i, err))
-			}
-		}
 		t.Requests += ot.Requests
 		t.PromptTokens += ot.PromptTokens
 		t.CachedTokens += ot.CachedTokens
@@ -230,6 +233,45 @@ func (w *Window) Merge(o *Window) error {
 	}
 	for name, s := range o.Workers {
 		w.mergeWorker(name, *s)
+	}
+	return nil
+}
+
+// MergeHistograms adds the histograms of every window of os (the metrics'
+// and the turns' TTFT) into w, one metric at a time across all of os: each
+// of w's histograms is merged into while it is in the CPU's caches,
+// instead of all of them in turn for every window. Every window of os
+// must have w's Config (as MergeCounts checks); nil ones are skipped. It
+// returns an error wrapping hdr.ErrDropped if a histogram dropped values
+// (everything else is still merged). Not safe for concurrent use with any
+// other use of w or mutation of os; no o may be w.
+func (w *Window) MergeHistograms(os []*Window) error {
+	var errs []error
+	for m := range NumMetrics {
+		var dst *hdr.Histogram
+		for _, o := range os {
+			if o == nil || o.Hist[m] == nil {
+				continue
+			}
+			if dst == nil {
+				dst = w.hist(m)
+			}
+			if err := dst.Merge(o.Hist[m]); err != nil {
+				errs = append(errs, fmt.Errorf("merge window %d %s: %w", o.ID, m, err))
+			}
+		}
+	}
+	for _, o := range os {
+		if o == nil {
+			continue
+		}
+		for i, ot := range o.Turns {
+			if ot.TTFT != nil {
+				if err := w.turn(TurnIndex(i)).TTFT.Merge(ot.TTFT); err != nil {
+					errs = append(errs, fmt.Errorf("merge window %d turn %d ttft: %w", o.ID, i, err))
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

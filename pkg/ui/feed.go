@@ -273,10 +273,9 @@ func (f *Feed) aggregate(from, to int64) tally {
 		}
 		t.sum(s.tally)
 		for i, bs := range s.buckets {
-			hh := f.scratch[i].Unwrap()
 			for _, b := range bs {
 				// The bucket's lowest value lands on its own index.
-				_ = hh.RecordValues(b.Lowest, b.Count)
+				_ = f.scratch[i].RecordValues(b.Lowest, b.Count)
 			}
 		}
 	}
