@@ -49,12 +49,12 @@ func RunVirtual(ctx context.Context, o Options) ([]Point, error) {
 				if o.Prime > 0 {
 					po := o
 					po.Warmup, po.Window = o.Prime, time.Second
-					if _, err := measureVirtual(po, v, src, &next, m, slices.Max(o.Levels)); err != nil {
+					if _, err := measureVirtual(ctx, po, v, src, &next, m, slices.Max(o.Levels)); err != nil {
 						return out, fmt.Errorf("prime %s: %w", m, err)
 					}
 				}
 			}
-			p, err := measureVirtual(o, v, src, &next, m, n)
+			p, err := measureVirtual(ctx, o, v, src, &next, m, n)
 			if err != nil {
 				return out, fmt.Errorf("measure %s at %d sessions in simulated time: %w", m, n, err)
 			}
@@ -68,7 +68,7 @@ func RunVirtual(ctx context.Context, o Options) ([]Point, error) {
 // start at once, the window follows the warm-up, and at the end the
 // sessions stop sending (their turns in flight still run on into the next
 // level's warm-up, as a sweep's do).
-func measureVirtual(o Options, v *sim.Virtual, src *workload.DocChat, next *int, mode sim.Mode, sessions int) (Point, error) {
+func measureVirtual(ctx context.Context, o Options, v *sim.Virtual, src *workload.DocChat, next *int, mode sim.Mode, sessions int) (Point, error) {
 	t0 := v.Now()
 	winStart, winEnd := t0+o.Warmup, t0+o.Warmup+o.Window
 	p := Point{Sessions: sessions, Mode: mode}
@@ -84,7 +84,7 @@ func measureVirtual(o Options, v *sim.Virtual, src *workload.DocChat, next *int,
 		if stopped {
 			return
 		}
-		turn, err := conv.Next(context.Background(), k, history)
+		turn, err := conv.Next(ctx, k, history)
 		if err != nil {
 			sendErr = err
 			return
@@ -143,6 +143,9 @@ func measureVirtual(o Options, v *sim.Virtual, src *workload.DocChat, next *int,
 		startConv()
 	}
 	v.RunUntil(winStart)
+	if err := ctx.Err(); err != nil {
+		return p, err
+	}
 	before, err := prefix(v.Gatherer())
 	if err != nil {
 		return p, err
