@@ -111,10 +111,13 @@ func startScripted(b *testing.B) string {
 
 // liveRun is one whole run's figures.
 type liveRun struct {
-	cpu      time.Duration // the run process's user+system CPU
-	requests int64         // completed requests measured
-	scrapes  int           // /metrics scrapes that answered
-	events   int           // dashboard events received
+	cpu time.Duration // the run process's user+system CPU, start to exit
+	// steady is its CPU over steadySpan, the steady part of the measured
+	// window.
+	steady, steadySpan time.Duration
+	requests           int64 // completed requests measured
+	scrapes            int   // /metrics scrapes that answered
+	events             int   // dashboard events received
 }
 
 // runLive runs `fleetbench run` at sessions against target for warmup
@@ -143,6 +146,21 @@ func runLive(b *testing.B, target string, sessions int, warmup, measure time.Dur
 	var r liveRun
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(b.Context())
+	// The CPU is read from /proc over the steady part of the measured
+	// window (from 2 s into it to 1 s before its end), so start-up, the
+	// ramp and the drain, which vary from run to run, stay out of it.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		started := time.Now()
+		sleepCtx(ctx, warmup+2*time.Second)
+		c0 := procCPU(cmd.Process.Pid)
+		sleepCtx(ctx, time.Until(started.Add(warmup+measure-time.Second)))
+		if ctx.Err() == nil {
+			r.steady = procCPU(cmd.Process.Pid) - c0
+			r.steadySpan = time.Since(started) - warmup - 2*time.Second
+		}
+	}()
 	if live {
 		wg.Add(2)
 		go func() { defer wg.Done(); r.events = holdEvents(ctx, "http://"+addr+"/ui/events") }()
@@ -240,7 +258,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // open and /metrics scraped every second. Pairs alternate which goes
 // first; the printed live-overhead-% is the median over the pairs of the
 // extra CPU per completed request (budget: 2%), live-cpu-s-% the extra
-// CPU over the same span, beside each variant's cores and measured
+// CPU per second, both over the steady part of the measured window (read
+// from /proc), beside each variant's cores and measured
 // requests/s (about 3,000 when the machine keeps up: a run that fell
 // short was starved by something else on the machine and its figures
 // are not the live view's). FLEETBENCH_LIVE_SESSIONS, FLEETBENCH_LIVE_PAIRS and
@@ -276,19 +295,19 @@ func BenchmarkLiveCost(b *testing.B) {
 			if live.scrapes == 0 || live.events == 0 {
 				b.Fatalf("the live run was not watched: %d scrapes, %d events", live.scrapes, live.events)
 			}
-			perBare := bare.cpu.Seconds() / float64(bare.requests)
-			perLive := live.cpu.Seconds() / float64(live.requests)
-			overheads = append(overheads, 100*(perLive/perBare-1))
-			perSecond = append(perSecond, 100*(live.cpu.Seconds()/bare.cpu.Seconds()-1))
+			if bare.steadySpan <= 0 || live.steadySpan <= 0 {
+				b.Fatal("a run ended before its steady window was read")
+			}
 			bareRPS = append(bareRPS, float64(bare.requests)/measure.Seconds())
 			liveRPS = append(liveRPS, float64(live.requests)/measure.Seconds())
-			span := (warmup + measure).Seconds()
-			bareCores = append(bareCores, bare.cpu.Seconds()/span)
-			liveCores = append(liveCores, live.cpu.Seconds()/span)
+			bareCores = append(bareCores, bare.steady.Seconds()/bare.steadySpan.Seconds())
+			liveCores = append(liveCores, live.steady.Seconds()/live.steadySpan.Seconds())
+			perSecond = append(perSecond, 100*(liveCores[p]/bareCores[p]-1))
+			overheads = append(overheads, 100*((liveCores[p]/liveRPS[p])/(bareCores[p]/bareRPS[p])-1))
 			scrapes += live.scrapes
 			events += live.events
-			b.Logf("pair %d: bare %.2f cores, %.0f req/s; live %.2f cores, %.0f req/s, %d scrapes, %d events: %+.2f%% CPU/request, %+.2f%% CPU/s",
-				p+1, bareCores[p], bareRPS[p], liveCores[p], liveRPS[p], live.scrapes, live.events, overheads[p], perSecond[p])
+			b.Logf("pair %d: bare %.3f cores, %.0f req/s (%.1f cpu-s whole run); live %.3f cores, %.0f req/s (%.1f cpu-s), %d scrapes, %d events: %+.2f%% CPU/request, %+.2f%% CPU/s",
+				p+1, bareCores[p], bareRPS[p], bare.cpu.Seconds(), liveCores[p], liveRPS[p], live.cpu.Seconds(), live.scrapes, live.events, overheads[p], perSecond[p])
 		}
 		b.ReportMetric(median(overheads), "live-overhead-%")
 		b.ReportMetric(median(perSecond), "live-cpu-s-%")
@@ -313,4 +332,21 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// procCPU reads a process's user+system CPU time from /proc.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// utime and stime are the 12th and 13th fields after the command
+	// name, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
