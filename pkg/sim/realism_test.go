@@ -186,17 +186,87 @@ func realismLoad() docChatLoad {
 	return docChatLoad{warm: 30, convs: 120, users: 16, scale: 20}
 }
 
+// TestRealismKVBeatsRoundRobin plays realismLoad's document chats on
+// Virtual, the discrete-event simulator (the same engines, router and
+// caches as the server, on one simulated clock), so what it asserts is the
+// model's and holds on any host: over HTTP at a time scale, a host loaded
+// by the race-detected suite delayed the kv router's events and batches
+// enough to flip the p95 comparison (kv 127.7 ms against 128.2 ms in one
+// make test). TestRealismServerAgreesWithClients keeps the HTTP path.
 func TestRealismKVBeatsRoundRobin(t *testing.T) {
 	load := realismLoad()
 	wl := newDocChat(10, 1500)
-	// Both modes run at the same time on two simulators, so CPU contention
-	// on a shared test machine (late timers) hits them alike.
+	modes := []Mode{ModeKV, ModeRoundRobin}
+	stats := make([]*runStats, len(modes))
+	ttfts := make([][]time.Duration, len(modes))
+	var margin time.Duration
+	for i, mode := range modes {
+		cfg, err := ProfileConfig(DefaultProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Router = mode
+		cfg.Output = OutputConfig{Mean: 250, Sigma: 0.5, Min: 50, Max: 600}
+		// Round robin sends most turns where their history is not cached,
+		// so such a turn prefills at least the previous reply, Output.Min
+		// tokens or more, which kv's turns do not.
+		margin = time.Duration(cfg.Output.Min) * cfg.Engine.PrefillPerToken
+		v, err := NewVirtual(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Warm-up: conversations as a fleet that has been serving a while
+		// would have seen them; not measured.
+		warm := wl.runVirtual(t, v, load.users, 0, load.warm, nil, nil)
+		wd, wh := warm.misses()
+		t.Logf("%-12s warm-up: hit rate %.3f, document misses %d, history misses %d", mode, warm.hitRate(), wd, wh)
+		before := prefixCounters(v.s)
+		stats[i] = wl.runVirtual(t, v, load.users, load.warm, load.convs, func(_ int, r VirtualReply) {
+			ttfts[i] = append(ttfts[i], r.TTFT)
+		}, nil)
+		after := prefixCounters(v.s)
+		doc, hist := stats[i].misses()
+		t.Logf("%-12s hit rate %.3f  document misses %d  history misses %d  requests %d  simulated TTFT p50 %v p95 %v",
+			mode, stats[i].hitRate(), doc, hist, len(stats[i].turns),
+			percentile(ttfts[i], 50).Round(time.Millisecond), percentile(ttfts[i], 95).Round(time.Millisecond))
+		if p, c := stats[i].tokens(); int(after[0]-before[0]) != c || int(after[1]-before[1]) != p {
+			t.Errorf("%s: vllm prefix cache counters %v/%v, clients saw %d/%d", mode, after[0]-before[0], after[1]-before[1], c, p)
+		}
+	}
+	kv, rr := stats[0], stats[1]
+	if kv.hitRate() <= 0.90 {
+		t.Errorf("kv hit rate %.3f, want > 0.90", kv.hitRate())
+	}
+	if rr.hitRate() > kv.hitRate()-0.05 || rr.hitRate() < 0.3 {
+		t.Errorf("round robin hit rate %.3f, want clearly below kv's %.3f but not near zero", rr.hitRate(), kv.hitRate())
+	}
+	// The median only: here every replica holds every document, so round
+	// robin's misses cost just the conversation's few hundred tokens of
+	// history, and the tail is decided by the kv router's uneven batches
+	// (kv p95 305 ms against round robin's 292 in simulated time), the
+	// stickiness TestKVStickinessCrossover shows. Where history is long, as
+	// in the published sweep, kv's p95 is the lower one:
+	// pkg/calibrate's TestCalibrateSimulated checks both against it.
+	if k, r := percentile(ttfts[0], 50), percentile(ttfts[1], 50); k+margin > r {
+		t.Errorf("simulated TTFT p50: kv %v, round robin %v; want kv lower by at least %v", k, r, margin)
+	}
+}
+
+// TestRealismServerAgreesWithClients runs the same document chats over
+// HTTP against the server at a time scale, both modes at once so a loaded
+// host delays them alike: the workers' prefix-cache counters equal what
+// the clients saw, every request has a simulated TTFT, every worker gets
+// round robin's equal share, and kv's hit rate is not below round
+// robin's. Latency comparisons are TestRealismKVBeatsRoundRobin's, in
+// simulated time.
+func TestRealismServerAgreesWithClients(t *testing.T) {
+	load := realismLoad()
+	wl := newDocChat(10, 1500)
 	modes := []Mode{ModeKV, ModeRoundRobin}
 	results := make([]*runStats, len(modes))
 	sims := make([]*Sim, len(modes))
 	clocks := make([]*simTTFTs, len(modes))
 	befores := make([][2]float64, len(modes))
-	took := make([]time.Duration, len(modes))
 	for i, mode := range modes {
 		clocks[i] = &simTTFTs{}
 		sims[i] = startRecordingSim(t, clocks[i], func(c *Config) {
@@ -209,16 +279,10 @@ func TestRealismKVBeatsRoundRobin(t *testing.T) {
 	for i := range modes {
 		wg.Go(func() {
 			s := sims[i]
-			// Warm-up: conversations as a fleet that has been serving a
-			// while would have seen them; not measured.
-			warm := wl.run(t, s, load.users, 0, load.warm)
-			wd, wh := warm.misses()
-			t.Logf("%-12s warm-up: hit rate %.3f, document misses %d, history misses %d", modes[i], warm.hitRate(), wd, wh)
+			wl.run(t, s, load.users, 0, load.warm)
 			befores[i] = prefixCounters(s)
 			clocks[i].record(true)
-			start := time.Now()
 			results[i] = wl.run(t, s, load.users, load.warm, load.convs)
-			took[i] = time.Since(start)
 			clocks[i].record(false)
 		})
 	}
@@ -226,42 +290,25 @@ func TestRealismKVBeatsRoundRobin(t *testing.T) {
 	for i, mode := range modes {
 		s, st := sims[i], results[i]
 		sim := clocks[i].get()
-		doc, hist := st.misses()
-		t.Logf("%-12s hit rate %.3f  document misses %d  history misses %d  requests %d  took %v",
-			mode, st.hitRate(), doc, hist, len(st.turns), took[i].Round(time.Millisecond))
-		t.Logf("%-12s simulated TTFT p50 %v p95 %v", mode,
-			percentile(sim, 50).Round(time.Millisecond), percentile(sim, 95).Round(time.Millisecond))
-		// The workers' own counters agree with what clients saw.
 		after := prefixCounters(s)
 		hits, queries := after[0]-befores[i][0], after[1]-befores[i][1]
 		var routed []float64
 		for _, w := range s.workers {
 			routed = append(routed, testutil.ToFloat64(s.m.routed.WithLabelValues(string(mode), w.name)))
 		}
-		t.Logf("%-12s requests per worker %v", mode, routed)
+		t.Logf("%-12s hit rate %.3f, requests %d, requests per worker %v", mode, st.hitRate(), len(st.turns), routed)
 		if p, c := st.tokens(); int(hits) != c || int(queries) != p {
 			t.Errorf("%s: vllm prefix cache counters %v/%v, clients saw %d/%d", mode, hits, queries, c, p)
 		}
 		if len(sim) != len(st.turns) {
 			t.Errorf("%s: %d simulated TTFTs for %d requests", mode, len(sim), len(st.turns))
 		}
-	}
-	kv, rr := results[0], results[1]
-	if kv.hitRate() <= 0.90 {
-		t.Errorf("kv hit rate %.3f, want > 0.90", kv.hitRate())
-	}
-	if rr.hitRate() > kv.hitRate()-0.05 || rr.hitRate() < 0.3 {
-		t.Errorf("round robin hit rate %.3f, want clearly below kv's %.3f but not near zero", rr.hitRate(), kv.hitRate())
-	}
-	// Round robin sends most turns where their history is not cached, so
-	// such a turn prefills at least the previous reply, Output.Min tokens
-	// or more, which kv's turns do not: kv must be lower by that much.
-	cfg := sims[0].cfg
-	margin := time.Duration(cfg.Output.Min) * cfg.Engine.PrefillPerToken
-	for _, p := range []float64{50, 95} {
-		if k, r := percentile(clocks[0].get(), p), percentile(clocks[1].get(), p); k+margin > r {
-			t.Errorf("simulated TTFT p%v: kv %v, round robin %v; want kv lower by at least %v", p, k, r, margin)
+		if mode == ModeRoundRobin && slices.Max(routed)-slices.Min(routed) > 1 {
+			t.Errorf("round robin: requests per worker %v, want equal shares", routed)
 		}
+	}
+	if kv, rr := results[0].hitRate(), results[1].hitRate(); kv < rr {
+		t.Errorf("kv hit rate %.3f below round robin's %.3f", kv, rr)
 	}
 }
 
