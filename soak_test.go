@@ -208,6 +208,25 @@ func soakInFlight(ctx context.Context, base string) (int, bool) {
 	return n, true
 }
 
+// soakMeanInFlight is the simulator's in-flight count over most of a
+// second: the mean of five readings 150 ms apart (readings that failed
+// count as 0). One instant can land on the turnover of many sessions at
+// once, which a fault such as a worker restart lines up (all sessions'
+// requests start again together and end together, a few seconds later,
+// again and again); the mean weighs such a dip by how long it lasts.
+func soakMeanInFlight(ctx context.Context, base string) int {
+	const readings = 5
+	sum := 0
+	for i := range readings {
+		if i > 0 {
+			sleepCtx(ctx, 150*time.Millisecond)
+		}
+		n, _ := soakInFlight(ctx, base)
+		sum += n
+	}
+	return (sum + readings/2) / readings
+}
+
 var reportsSentRE = regexp.MustCompile(`agent done: .*reports_sent=(\d+) reports_unacked=(\d+)`)
 
 // TestSoak runs the fleet through faults and checks nothing recorded is
@@ -284,7 +303,7 @@ func TestSoak(t *testing.T) {
 			case <-tick.C:
 			}
 			s := soakSample{at: time.Since(start), procs: map[string]procStat{}, goroutine: map[string]float64{}}
-			s.inFlight, _ = soakInFlight(ctx, simBase)
+			s.inFlight = soakMeanInFlight(ctx, simBase)
 			procs := map[string]*proc{"coordinator": coord}
 			for i := range 4 {
 				procs[fmt.Sprintf("agent %d", i)] = agents[i]
@@ -492,9 +511,11 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("in flight at the simulator outside faults: %d of %d seconds at >= 95%% of %d; lowest %d at %s, highest %d",
 		kept, total, plan.sessions, worst.inFlight, worst.at.Round(time.Second), most)
-	// A second of the 100 s short soak can catch the turnover of many
-	// sessions at once (one dip in 50 seen): at most 5% of the seconds
-	// outside the faults may fall below the bar, and none may be empty.
+	// A second of the 100 s short soak can still catch the turnover of
+	// many sessions at once (soakMeanInFlight; one dip in 50 seen with
+	// single readings, three in 51 once the worker restart had lined the
+	// sessions up): at most 5% of the seconds outside the faults may fall
+	// below the bar, and none may be empty.
 	if total == 0 || float64(total-kept) > 0.05*float64(total) || worst.inFlight == 0 {
 		t.Errorf("in flight below 95%% of %d sessions in %d of %d seconds outside the faults", plan.sessions, total-kept, total)
 	}
