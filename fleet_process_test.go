@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -45,6 +46,7 @@ func TestMain(m *testing.M) {
 				os.Exit(1)
 			}
 		}
+		profileMain()
 		main()
 	}
 	os.Exit(m.Run())
@@ -59,6 +61,33 @@ type proc struct {
 	code       int
 	startedAt  time.Time
 	finishedIn time.Duration
+}
+
+// profileEnv, with asMainEnv, profiles the command's CPU into the file it
+// names: FILE,AFTER,FOR (durations), from AFTER past the start for FOR.
+const profileEnv = "FLEETBENCH_TEST_CPUPROFILE"
+
+// profileMain starts the CPU profile profileEnv asks for, if any.
+func profileMain() {
+	spec := strings.Split(os.Getenv(profileEnv), ",")
+	if len(spec) != 3 {
+		return
+	}
+	after, err1 := time.ParseDuration(spec[1])
+	span, err2 := time.ParseDuration(spec[2])
+	if err1 != nil || err2 != nil {
+		return
+	}
+	go func() {
+		time.Sleep(after)
+		f, err := os.Create(spec[0])
+		if err != nil || pprof.StartCPUProfile(f) != nil {
+			return
+		}
+		time.Sleep(span)
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}()
 }
 
 // startProc starts fleetbench with args in dir (the test's cwd when "")
