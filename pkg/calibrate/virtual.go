@@ -49,7 +49,7 @@ func RunVirtual(ctx context.Context, o Options) ([]Point, error) {
 				if o.Prime > 0 {
 					po := o
 					po.Warmup, po.Window = o.Prime, time.Second
-					if _, err := measureVirtual(ctx, po, v, src, &next, m, slices.Max(o.Levels)); err != nil {
+					if _, err := measureVirtual(ctx, po, v, src, &next, m, slices.Max(o.Levels)); err != nil && !errors.Is(err, errNoFirstToken) {
 						return out, fmt.Errorf("prime %s: %w", m, err)
 					}
 				}
@@ -165,7 +165,7 @@ func measureVirtual(ctx context.Context, o Options, v *sim.Virtual, src *workloa
 		p.HitRate = (after[0] - before[0]) / q
 	}
 	if len(ttft) == 0 {
-		return p, errors.New("no request got a first token in the window")
+		return p, errNoFirstToken
 	}
 	p.TTFTP50, p.TTFTP95 = quantile(ttft, 0.50), quantile(ttft, 0.95)
 	p.RPS = float64(completed) / o.Window.Seconds()
