@@ -173,10 +173,10 @@ func runLive(b *testing.B, target string, sessions int, warmup, measure time.Dur
 		defer wg.Done()
 		started := time.Now()
 		sleepCtx(ctx, warmup+2*time.Second)
-		c0 := procCPU(cmd.Process.Pid)
+		c0 := testserve.ProcCPU(cmd.Process.Pid)
 		sleepCtx(ctx, time.Until(started.Add(warmup+measure-time.Second)))
 		if ctx.Err() == nil {
-			r.steady = procCPU(cmd.Process.Pid) - c0
+			r.steady = testserve.ProcCPU(cmd.Process.Pid) - c0
 			r.steadySpan = time.Since(started) - warmup - 2*time.Second
 		}
 	}()
@@ -383,21 +383,4 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// procCPU reads a process's user+system CPU time from /proc.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// utime and stime are the 12th and 13th fields after the command
-	// name, in clock ticks (100 per second on Linux).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }

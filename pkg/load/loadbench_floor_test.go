@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
+
+	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
 // benchFloor is the least a Go client can do against the same server: one
@@ -119,11 +121,11 @@ func (f *floorRun) record(ttft time.Duration) {
 // measure opens the window for f.window, then returns the figures, named as
 // benchClosedLoop names them.
 func (f *floorRun) measure(b *testing.B) figures {
-	cpu0, srvCPU0, t0 := cpuTime(), procCPU(f.srv.pid), time.Now()
+	cpu0, srvCPU0, t0 := cpuTime(), testserve.ProcCPU(f.srv.pid), time.Now()
 	f.measuring.Store(true)
 	time.Sleep(f.window)
 	f.measuring.Store(false)
-	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(f.srv.pid)-srvCPU0, time.Since(t0)
+	cpu, srvCPU, elapsed := cpuTime()-cpu0, testserve.ProcCPU(f.srv.pid)-srvCPU0, time.Since(t0)
 	n := f.requests.Load()
 	if n == 0 {
 		b.Fatal("no request completed in the measurement window")

@@ -191,24 +191,6 @@ func startServer(tb testing.TB, env ...string) *benchServer {
 	return &benchServer{raw: addrs[0], std: addrs[1], pid: cmd.Process.Pid, stop: stop}
 }
 
-// procCPU is the CPU time process pid has used (user + system), read from
-// /proc; 0 when unavailable.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses: utime and
-	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
 func fetchServerStats(tb testing.TB, base string, reset bool) serverStats {
 	tb.Helper()
 	var st serverStats

@@ -18,6 +18,8 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/openai"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/workload"
+
+	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
 // benchSource is a document-chat-like workload: a 12 KB system prompt
@@ -227,11 +229,11 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	fetchServerStats(b, base, true)
 	gc0, cycles0 := gcCPU()
 	stopProfile := startCPUProfile(os.Getenv("FLEETBENCH_BENCH_CPUPROFILE"))
-	cpu0, srvCPU0, t0 := cpuTime(), procCPU(pid), time.Now()
+	cpu0, srvCPU0, t0 := cpuTime(), testserve.ProcCPU(pid), time.Now()
 	time.Sleep(plan.measure)
 	e.SetWindow(2)
 	stopProfile()
-	cpu, srvCPU, elapsed := cpuTime()-cpu0, procCPU(pid)-srvCPU0, time.Since(t0)
+	cpu, srvCPU, elapsed := cpuTime()-cpu0, testserve.ProcCPU(pid)-srvCPU0, time.Since(t0)
 	gc, cycles := gcCPU()
 	gc, cycles = gc-gc0, cycles-cycles0
 	srv := fetchServerStats(b, base, false)

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/pkg/openai"
+
+	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
 func cpuTime() time.Duration {
@@ -121,23 +123,6 @@ func serveForBench(spec string) int {
 	return 0
 }
 
-// procCPU reads a process's user+system CPU time from /proc.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// utime and stime are the 12th and 13th fields after the command
-	// name, in clock ticks (100 per second on Linux).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
 // BenchmarkSimStreaming streams many concurrent requests through the real
 // HTTP server and reports the simulator's CPU per 1,000 streamed tokens
 // (cpu-ms/1k-tokens: the simulator alone, in a process of its own, as
@@ -187,7 +172,7 @@ func BenchmarkSimStreaming(b *testing.B) {
 	var events atomic.Int64
 	n := int64(max(b.N, streams))
 	b.ResetTimer()
-	cpu0, srv0, wall0 := cpuTime(), procCPU(pid), time.Now()
+	cpu0, srv0, wall0 := cpuTime(), testserve.ProcCPU(pid), time.Now()
 	var wg sync.WaitGroup
 	for g := range streams {
 		wg.Go(func() {
@@ -226,7 +211,7 @@ func BenchmarkSimStreaming(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu, srv, wall := cpuTime()-cpu0, procCPU(pid)-srv0, time.Since(wall0)
+	cpu, srv, wall := cpuTime()-cpu0, testserve.ProcCPU(pid)-srv0, time.Since(wall0)
 	if failed.Load() > 0 {
 		b.Fatalf("%d requests failed", failed.Load())
 	}
