@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -39,8 +38,11 @@ const published = "testdata/dynamo-llama-3.1-70b-fp8-h100-tp2.json"
 // issue's tolerances: TTFT +-25%, hit rates 3 points, saturation +-20%,
 // and the SLA breakpoints, at time scale 8 (about 14 minutes; with 180 s
 // windows at time scale 6, ~290 turns at 20 sessions made kv's p95 a
-// coarse figure). FLEETBENCH_CALIBRATE_SCALE overrides the time scale; FLEETBENCH_CALIBRATE_LEVELS and
-// FLEETBENCH_CALIBRATE_SEED the levels and the workload's seed.
+// coarse figure). Like the publication it averages three sweeps (seeds
+// Seed, Seed+1, Seed+2), which run at the same time on simulators of their
+// own. FLEETBENCH_CALIBRATE_SCALE overrides the time scale;
+// FLEETBENCH_CALIBRATE_LEVELS, _SEED and _SWEEPS the levels, the
+// workload's seed and the number of sweeps.
 func TestCalibrate(t *testing.T) {
 	pub, err := LoadPublished(published)
 	if err != nil {
@@ -53,8 +55,10 @@ func TestCalibrate(t *testing.T) {
 		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
 	}
 	tol := Tolerance{TTFT: 0.50, HitPoints: 0.08, Saturation: 0.30}
+	sweeps := 1
 	if os.Getenv("FLEETBENCH_CALIBRATE") == "full" {
 		o.TimeScale, o.Warmup, o.Window = 8, 60*time.Second, 300*time.Second
+		sweeps = 3
 		o.Levels = nil
 		for _, l := range pub.Levels {
 			o.Levels = append(o.Levels, l.Sessions)
@@ -68,17 +72,18 @@ func TestCalibrate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := envOverrides(&o); err != nil {
+	if err := envOverrides(&o, &sweeps); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("profile %s, time scale %v, warm-up %v, window %v (simulated), levels %v", o.Profile, o.TimeScale, o.Warmup, o.Window, o.Levels)
-	pts, err := Run(context.Background(), o, nil)
+	t.Logf("profile %s, time scale %v, warm-up %v, window %v (simulated), levels %v, %d sweep(s) at once",
+		o.Profile, o.TimeScale, o.Warmup, o.Window, o.Levels, sweeps)
+	pts, each, err := RunSweeps(t.Context(), o, sweeps, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sb strings.Builder
 	bad := Compare(&sb, pub, pts, tol)
-	t.Log("\n" + sb.String())
+	t.Log("\n" + sb.String() + eachSweep(pub, o.Seed, each))
 	for _, p := range pts {
 		if p.Failed > 0 {
 			t.Errorf("%s at %d sessions: %d failed turns", p.Mode, p.Sessions, p.Failed)
@@ -98,10 +103,11 @@ func TestCalibrate(t *testing.T) {
 // the issue's tolerances (TTFT +-25%, hit rates 3 points, saturation
 // +-20%) and gives the same figures on every run. By default it runs
 // levels 20, 60 and 120 (a few seconds; longer under the race detector)
-// and does not check the SLA breakpoints, which need every level and are
-// a known gap (docs/simulator.md); FLEETBENCH_CALIBRATE=full runs every
-// level and checks them too. FLEETBENCH_CALIBRATE_LEVELS and
-// FLEETBENCH_CALIBRATE_SEED override the levels and the workload's seed.
+// and does not check the SLA breakpoints, which need every level;
+// FLEETBENCH_CALIBRATE=full runs every level and checks them too. Like
+// the publication it averages three sweeps (seeds Seed, Seed+1, Seed+2).
+// FLEETBENCH_CALIBRATE_LEVELS, _SEED and _SWEEPS override the levels, the
+// workload's seed and the number of sweeps.
 // It is one goroutine with nothing to race, and the race detector makes it
 // ~7x slower, so it is skipped there: `make test` runs it after the
 // race-detected suite with the short wall-clock calibration.
@@ -127,17 +133,19 @@ func TestCalibrateSimulated(t *testing.T) {
 		}
 		tol.SLA = true
 	}
-	if err := envOverrides(&o); err != nil {
+	sweeps := 3
+	if err := envOverrides(&o, &sweeps); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	pts, err := RunVirtual(context.Background(), o)
+	pts, each, err := RunSweeps(t.Context(), o, sweeps, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sb strings.Builder
 	bad := Compare(&sb, pub, pts, tol)
-	t.Logf("simulated time, seed %d, levels %v, %v of CPU time\n%s", o.Seed, o.Levels, time.Since(start).Round(time.Millisecond), sb.String())
+	t.Logf("simulated time, average of %d sweep(s) from seed %d, levels %v, %v of CPU time\n%s%s",
+		sweeps, o.Seed, o.Levels, time.Since(start).Round(time.Millisecond), sb.String(), eachSweep(pub, o.Seed, each))
 	for _, p := range pts {
 		if p.Failed > 0 {
 			t.Errorf("%s at %d sessions: %d failed turns", p.Mode, p.Sessions, p.Failed)
@@ -148,8 +156,22 @@ func TestCalibrateSimulated(t *testing.T) {
 	}
 }
 
-// envOverrides applies FLEETBENCH_CALIBRATE_LEVELS and _SEED.
-func envOverrides(o *Options) error {
+// eachSweep says where each sweep alone would put the SLA breakpoints.
+func eachSweep(pub *Published, seed int64, each [][]Point) string {
+	if len(each) < 2 {
+		return ""
+	}
+	var sb strings.Builder
+	for i, pts := range each {
+		h := Holds(pub, pts)
+		fmt.Fprintf(&sb, "sweep %d (seed %d) alone: holds the SLA up to %s (kv), %s (round_robin)\n",
+			i+1, seed+int64(i), none(h[sim.ModeKV]), none(h[sim.ModeRoundRobin]))
+	}
+	return sb.String()
+}
+
+// envOverrides applies FLEETBENCH_CALIBRATE_LEVELS, _SEED and _SWEEPS.
+func envOverrides(o *Options, sweeps *int) error {
 	if s := os.Getenv("FLEETBENCH_CALIBRATE_LEVELS"); s != "" {
 		o.Levels = nil
 		for f := range strings.SplitSeq(s, ",") {
@@ -166,6 +188,13 @@ func envOverrides(o *Options) error {
 			return fmt.Errorf("parse FLEETBENCH_CALIBRATE_SEED: %w", err)
 		}
 		o.Seed = n
+	}
+	if s := os.Getenv("FLEETBENCH_CALIBRATE_SWEEPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("parse FLEETBENCH_CALIBRATE_SWEEPS %q: want a whole number of at least 1", s)
+		}
+		*sweeps = n
 	}
 	return nil
 }

@@ -91,8 +91,7 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 	fmt.Fprintf(w, "TTFT in simulated ms (tolerance +-%.0f%%); ratio = simulated / published\n", tol.TTFT*100)
 	fmt.Fprintf(w, "%-12s %8s %6s %12s %12s %7s %12s %7s %8s %7s %6s %6s\n",
 		"mode", "sessions", "sent", "p50 sim", "p50 pub", "ratio", "p95 sim", "p95 pub", "ratio", "req/s", "out", "hit%")
-	hold := map[sim.Mode]int{}
-	broke := map[sim.Mode]bool{}
+	hold := Holds(pub, pts)
 	last := map[sim.Mode]Point{}
 	for _, p := range pts {
 		p50, p95, ok := pub.ttft(p.Sessions, p.Mode)
@@ -104,11 +103,6 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 		m95 := check(math.Abs(r95-1) <= tol.TTFT, "%s %d sessions: TTFT p95 %.0f ms against %.0f (x%.2f)", p.Mode, p.Sessions, ms(p.TTFTP95), p95, r95)
 		fmt.Fprintf(w, "%-12s %8d %6d %12.0f %12.0f %7.2f %12.0f %7.0f %8.2f %7.2f %6.0f %6.1f%s%s\n",
 			p.Mode, p.Sessions, p.Requests, ms(p.TTFTP50), p50, r50, ms(p.TTFTP95), p95, r95, p.RPS, p.MeanOutput, 100*p.HitRate, m50, m95)
-		if !broke[p.Mode] && ms(p.TTFTP95) <= pub.SLAP95 {
-			hold[p.Mode] = p.Sessions
-		} else {
-			broke[p.Mode] = true
-		}
 		if p.Sessions >= last[p.Mode].Sessions {
 			last[p.Mode] = p
 		}
@@ -152,6 +146,25 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 		fmt.Fprintf(w, "\n%d figure(s) out of tolerance:\n  %s\n", len(bad), strings.Join(bad, "\n  "))
 	}
 	return bad
+}
+
+// Holds returns, per mode, the highest level up to which every published
+// level's TTFT p95 is within the published SLA (0: not even the first).
+// pts are in level order per mode.
+func Holds(pub *Published, pts []Point) map[sim.Mode]int {
+	hold := map[sim.Mode]int{}
+	broke := map[sim.Mode]bool{}
+	for _, p := range pts {
+		if _, _, ok := pub.ttft(p.Sessions, p.Mode); !ok || broke[p.Mode] {
+			continue
+		}
+		if float64(p.TTFTP95)/float64(time.Millisecond) <= pub.SLAP95 {
+			hold[p.Mode] = p.Sessions
+		} else {
+			broke[p.Mode] = true
+		}
+	}
+	return hold
 }
 
 func none(n int) string {
