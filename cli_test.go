@@ -232,6 +232,12 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"agent", "--coordinator", "c:7070", "--metrics-listen", "::1"}, exitUsage, "--metrics-listen"},
 		{[]string{"agent", "--bogus"}, exitUsage, "unknown flag"},
 		{[]string{"sim", "--router", "sideways"}, exitUsage, "sideways"},
+		// The agents' Job flags fail before any probe: the targets
+		// below are unreachable (port 1).
+		{[]string{"coordinator", "--target", "http://127.0.0.1:1", "--model", "m", "--kube-agents", "--agent-memory", "garbage"}, exitUsage, `parse --agent-memory "garbage"`},
+		{[]string{"coordinator", "--target", "http://127.0.0.1:1", "--model", "m", "--kube-agents", "--agent-metrics-port", "70000"}, exitUsage, "metrics port 70000"},
+		{[]string{"sweep", "--target", "http://127.0.0.1:1", "--model", "m", "--levels", "4", "--modes", "a", "--switch", "none", "--out", "o", "--kube-agents", "--agent-cpu", "lots"}, exitUsage, `--agent-cpu "lots"`},
+		{[]string{"sweep", "--target", "http://127.0.0.1:1", "--model", "m", "--levels", "4000", "--modes", "a", "--switch", "none", "--out", "o", "--kube-agents", "--agents", "1", "--agent-cpu", "1"}, exitUsage, "--agent-overcommit"},
 		{[]string{"probe"}, exitUsage, "--target URL is required"},
 		{[]string{"report"}, exitUsage, "at least one"},
 	}

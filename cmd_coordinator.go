@@ -191,6 +191,13 @@ func (o *coordinatorOptions) config(fs *pflag.FlagSet) (coordinator.Config, erro
 		cfg.Stages = append(cfg.Stages, s)
 	}
 	o.kube.Agents, o.kube.AgentsSet = cfg.Agents, fs.Changed("agents")
+	maxLevel := 0
+	for _, s := range cfg.Stages {
+		maxLevel = max(maxLevel, s.Level)
+	}
+	if err := o.kube.Check(maxLevel); err != nil {
+		return cfg, fmt.Errorf("configure agents job: %w", err)
+	}
 	return cfg, nil
 }
 

@@ -153,6 +153,13 @@ func (o *sweepOptions) spec(fs *pflag.FlagSet) (*sweep.Spec, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid sweep:\n%w", err)
 	}
+	maxLevel := 0
+	for _, l := range spec.Levels {
+		maxLevel = max(maxLevel, l)
+	}
+	if err := ko.Check(maxLevel); err != nil {
+		return nil, fmt.Errorf("configure agents job: %w", err)
+	}
 	return spec, nil
 }
 

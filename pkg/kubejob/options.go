@@ -129,6 +129,26 @@ func (o Options) explicitAgents() int {
 	return 0
 }
 
+// Check validates the options as Config does, before the image and the
+// namespace are resolved (at Start, from the cluster), so that a bad flag
+// fails at once with its own message, before any probe of the target or
+// the cluster. Placeholders stand for the image and the namespace when
+// they are not given.
+func (o Options) Check(maxLevel int) error {
+	if !o.Enabled {
+		return nil
+	}
+	if o.Image == "" {
+		o.Image = "image.invalid/resolved-at-start"
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	_, err := o.Config(ns, maxLevel)
+	return err
+}
+
 // Config turns the options into the Job's config for namespace, the
 // largest level being maxLevel (which sizes the Job with Capacity). The
 // Owner comes from the environment (OwnerFromEnv). The config is
