@@ -99,6 +99,16 @@ type Stage struct {
 	Mode string
 	// Warmup is measured into a warm-up window, left out of results.
 	Warmup time.Duration
+	// ModeWarmup, when > 0, runs the stage at ModeWarmupLevel for this long
+	// before its warm-up, in a warm-up window of its own (left out of
+	// results); then the level changes to Level, live, as a concurrency
+	// change does. A sweep gives it to each mode's first level, so that
+	// every mode is measured from the caches and router state of a
+	// deployment in service at its top level, not from the ones the
+	// previous mode or a restart left.
+	ModeWarmup time.Duration
+	// ModeWarmupLevel is the level of the mode warm-up; 0 is Level.
+	ModeWarmupLevel int
 	// Duration is the measured time, cut into windows of Config.Window.
 	Duration time.Duration
 	// Conversations, when > 0, bounds the conversation indices to
@@ -241,6 +251,12 @@ func (c Config) Validate() error {
 		}
 		if s.Warmup < 0 || s.Duration <= 0 {
 			bad("stage %d: warm-up %v and duration %v: need warm-up >= 0 and duration > 0", i, s.Warmup, s.Duration)
+		}
+		if s.ModeWarmup < 0 || s.ModeWarmupLevel < 0 {
+			bad("stage %d: mode warm-up %v at level %d: must be >= 0", i, s.ModeWarmup, s.ModeWarmupLevel)
+		}
+		if s.ModeWarmup > 0 && s.RequestRate > 0 {
+			bad("stage %d: a mode warm-up is for closed-loop levels, not a request rate", i)
 		}
 		if s.Window < 0 || s.Cooldown < 0 {
 			bad("stage %d: window %v and cooldown %v: must be >= 0", i, s.Window, s.Cooldown)

@@ -798,3 +798,71 @@ func TestAgentTellsItStoppedForSilence(t *testing.T) {
 		t.Fatal("the coordinator did not hear that the agent stopped its load")
 	}
 }
+
+// TestModeWarmup: a stage with a mode warm-up runs its ModeWarmupLevel
+// first, in a warm-up window of its own, then its Level, live, without
+// restarting the agents' engines; the measured windows are at Level and
+// the result counts nothing from the mode warm-up.
+func TestModeWarmup(t *testing.T) {
+	const agents = 2
+	target := &countingTarget{pause: 20 * time.Millisecond}
+	var builds atomic.Int64
+	var as assignments
+	var during, after int64
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	res, err := fleet{
+		agents: agents,
+		builder: func(context.Context, agent.Spec) (agent.Target, error) {
+			builds.Add(1)
+			return agent.Target{Source: scriptSource{turns: 4}, Streamer: target.streamer()}, nil
+		},
+		agentOpts: func(int) []agent.Option { return []agent.Option{as.hook()} },
+		cfg: coordinator.Config{Window: 500 * time.Millisecond, Stages: []coordinator.Stage{{
+			Level: 3, ModeWarmup: 2 * time.Second, ModeWarmupLevel: 9, Warmup: 500 * time.Millisecond, Duration: 2 * time.Second,
+		}}},
+		control: func(ctx context.Context, c *coordinator.Coordinator) {
+			for target.started.Load() == 0 && ctx.Err() == nil {
+				sleepCtx(ctx, 10*time.Millisecond)
+			}
+			sleepCtx(ctx, 300*time.Millisecond)
+			during = target.peakOver(ctx, 700*time.Millisecond)
+			for !as.applied(3, agents) && ctx.Err() == nil {
+				sleepCtx(ctx, 10*time.Millisecond)
+			}
+			sleepCtx(ctx, 300*time.Millisecond)
+			after = target.peakOver(ctx, 700*time.Millisecond)
+		},
+	}.run(t, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != 9 || after != 3 {
+		t.Errorf("peak in-flight requests %d during the mode warm-up and %d after, want 9 and 3", during, after)
+	}
+	if n := builds.Load(); n != agents {
+		t.Errorf("%d load engines built, want %d: the stage restarted", n, agents)
+	}
+	if len(res.Stages) != 1 {
+		t.Fatalf("%d stages, want 1", len(res.Stages))
+	}
+	st := res.Stages[0]
+	if st.Level != 3 {
+		t.Errorf("stage result level %d, want 3", st.Level)
+	}
+	var warm, measured int
+	for _, w := range res.Windows {
+		switch w.Kind {
+		case coordinator.KindWarmup:
+			warm++
+		case coordinator.KindMeasure:
+			measured++
+			if w.Level != 3 {
+				t.Errorf("measured window %d at level %d, want 3", w.ID, w.Level)
+			}
+		}
+	}
+	if warm != 2 || measured != 4 {
+		t.Errorf("%d warm-up and %d measured windows, want 2 (mode warm-up, warm-up) and 4", warm, measured)
+	}
+}

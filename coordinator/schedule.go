@@ -25,6 +25,9 @@ type stageRun struct {
 	cur       *window
 	judged    bool      // FailFast has looked at the stage
 	nextJudge time.Time // when Config.Judge looks next
+	// levelAt is the index of the window at whose phase the level changes
+	// from the mode warm-up's to the stage's; 0: none.
+	levelAt int
 }
 
 // idle leaves the agents idle until until, then runs BeforeStage(i) and
@@ -56,6 +59,9 @@ func (r *run) beforeStageDone(err error, now time.Time) {
 func (r *run) startStage(i int, now time.Time) {
 	s := r.cfg.Stages[i]
 	r.stage, r.level = i, s.Level
+	if s.ModeWarmup > 0 && s.ModeWarmupLevel > 0 {
+		r.level = s.ModeWarmupLevel
+	}
 	r.st = &stageRun{idx: i, stage: s, res: &StageResult{
 		Index: i, Level: s.Level, RequestRate: s.RequestRate, Mode: s.Mode, Offsets: make(map[string]time.Duration),
 	}}
@@ -76,6 +82,11 @@ func (r *run) schedule(now time.Time) {
 	st.start = now.Add(r.cfg.StartDelay)
 	st.res.Start = st.start
 	t := st.start
+	if st.stage.ModeWarmup > 0 {
+		st.bounds, st.kinds = append(st.bounds, t), append(st.kinds, KindWarmup)
+		t = t.Add(st.stage.ModeWarmup)
+		st.levelAt = 1
+	}
 	if st.stage.Warmup > 0 {
 		st.bounds, st.kinds = append(st.bounds, t), append(st.kinds, KindWarmup)
 		t = t.Add(st.stage.Warmup)
@@ -135,6 +146,14 @@ func (r *run) advance(now time.Time) {
 	st := r.st
 	lead := now.Add(r.cfg.PhaseLead)
 	for st.phaseOut < len(st.bounds) && (st.phaseOut == 0 || !st.bounds[st.phaseOut].After(lead)) {
+		if st.phaseOut == st.levelAt && st.levelAt > 0 && r.level != st.stage.Level {
+			// The mode warm-up is over: the stage's own level, from the
+			// next window on (a phase lead early, like any phase).
+			r.logger.Info("mode warm-up done", "stage", st.idx, "from", r.level, "to", st.stage.Level)
+			r.level = st.stage.Level
+			r.metrics.load.SetTarget(r.level)
+			r.reshard(nil, now)
+		}
 		w := r.openWindow(st.bounds[st.phaseOut], st.kinds[st.phaseOut], now)
 		r.broadcast(phase{Window: w.id, Kind: w.kind, StartAt: w.start, Level: r.level, Mode: st.stage.Mode})
 		st.phaseOut++

@@ -43,6 +43,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 		n := time.Duration(max(l.Snapshots, 1))
 		cfg.Stages[i] = coordinator.Stage{
 			Level: l.Key.Level, RequestRate: l.RequestRate, Mode: l.Key.Mode, Warmup: l.Warmup, Duration: l.Measure,
+			ModeWarmup: l.ModeWarmup, ModeWarmupLevel: l.ModeWarmupLevel,
 			// Rounded up so the last window is not a sliver.
 			Window: (l.Measure + n - 1) / n,
 		}

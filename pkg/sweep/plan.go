@@ -48,6 +48,10 @@ type Step struct {
 	Duration  time.Duration
 	Snapshots int // measure steps: equal parts of Duration
 	Start     time.Duration
+	// ModeWarmup is the part of a warm-up step's Duration run first at
+	// ModeWarmupLevel (Spec.ModeWarmup): the mode block's first level.
+	ModeWarmup      time.Duration
+	ModeWarmupLevel int
 }
 
 // Key returns the point the step belongs to (Level 0 for a switch, gate or
@@ -112,8 +116,12 @@ func NewPlan(spec *Spec, done map[Key]bool) *Plan {
 					add(Step{Kind: StepPrime, Run: run, Mode: mode})
 				}
 			}
-			for _, l := range left {
-				if spec.Warmup > 0 {
+			for k, l := range left {
+				switch {
+				case k == 0 && spec.ModeWarmup > 0:
+					add(Step{Kind: StepWarmup, Run: run, Mode: mode, Level: l, Duration: spec.ModeWarmup.D() + spec.Warmup.D(),
+						ModeWarmup: spec.ModeWarmup.D(), ModeWarmupLevel: slices.Max(spec.Levels)})
+				case spec.Warmup > 0:
 					add(Step{Kind: StepWarmup, Run: run, Mode: mode, Level: l, Duration: spec.Warmup.D()})
 				}
 				add(Step{Kind: StepMeasure, Run: run, Mode: mode, Level: l, Duration: spec.Measure.D(), Snapshots: spec.Snapshots})
@@ -232,6 +240,10 @@ func describeStep(s Step) string {
 		return "measure " + fmtDur(s.Duration)
 	case StepGate, StepPrime:
 		return string(s.Kind)
+	case StepWarmup:
+		if s.ModeWarmup > 0 {
+			return fmt.Sprintf("mode warmup %s at %d, warmup %s", fmtDur(s.ModeWarmup), s.ModeWarmupLevel, fmtDur(s.Duration-s.ModeWarmup))
+		}
 	}
 	return string(s.Kind) + " " + fmtDur(s.Duration)
 }

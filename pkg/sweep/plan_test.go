@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -106,6 +107,62 @@ func TestPlanSteps(t *testing.T) {
 	p = NewPlan(s, nil)
 	if len(p.Steps) != 2+4 {
 		t.Errorf("%d steps, want 2 switches and 4 measurements", len(p.Steps))
+	}
+}
+
+// TestPlanModeWarmup: with a mode warm-up, the first level of every mode
+// block gets it at the highest level before its own warm-up (also when
+// there is no per-level warm-up, and also on resume), the other levels do
+// not, and the estimate counts it.
+func TestPlanModeWarmup(t *testing.T) {
+	s := validSpec() // 2 modes x levels 10, 20 x 1 run
+	s.Runs = 2
+	s.ModeWarmup = Duration(2 * time.Minute)
+	base := NewPlan(validSpec(), nil).EstimatedDuration()
+	for _, tc := range []struct {
+		name   string
+		warmup Duration
+		done   map[Key]bool
+		want   []string
+	}{
+		{"warm-up", Duration(time.Minute), nil, []string{"kv 10 2m0s/20 3m0s", "kv 20 0s/0 1m0s", "round_robin 10 2m0s/20 3m0s", "round_robin 20 0s/0 1m0s",
+			"round_robin 10 2m0s/20 3m0s", "round_robin 20 0s/0 1m0s", "kv 10 2m0s/20 3m0s", "kv 20 0s/0 1m0s"}},
+		{"no warm-up", 0, nil, []string{"kv 10 2m0s/20 2m0s", "round_robin 10 2m0s/20 2m0s", "round_robin 10 2m0s/20 2m0s", "kv 10 2m0s/20 2m0s"}},
+		{"resumed", Duration(time.Minute), map[Key]bool{{Run: 1, Mode: "kv", Level: 10}: true, {Run: 1, Mode: "round_robin", Level: 10}: true, {Run: 1, Mode: "round_robin", Level: 20}: true},
+			[]string{"kv 20 2m0s/20 3m0s", "round_robin 10 2m0s/20 3m0s", "round_robin 20 0s/0 1m0s", "kv 10 2m0s/20 3m0s", "kv 20 0s/0 1m0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.Warmup = tc.warmup
+			var got []string
+			for _, st := range NewPlan(s, tc.done).Steps {
+				if st.Kind == StepWarmup {
+					got = append(got, fmt.Sprintf("%s %d %s/%d %s", st.Mode, st.Level, st.ModeWarmup, st.ModeWarmupLevel, st.Duration))
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("warm-up steps:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+	s.Warmup = Duration(time.Minute)
+	s.Runs = 1
+	if got, want := NewPlan(s, nil).EstimatedDuration(), base+2*2*time.Minute; got != want {
+		t.Errorf("estimate %s, want %s (two mode blocks' mode warm-ups more)", got, want)
+	}
+	var b strings.Builder
+	if err := NewPlan(s, nil).WritePlan(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "mode warmup 2m at 20, warmup 1m") {
+		t.Errorf("plan does not show the mode warm-up:\n%s", b.String())
+	}
+	s.RequestRate = 3
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "mode_warmup") {
+		t.Errorf("mode warm-up with a request rate: %v, want an error naming mode_warmup", err)
+	}
+	s.RequestRate, s.ModeWarmup = 0, Duration(-time.Second)
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "mode_warmup -1s must not be negative") {
+		t.Errorf("negative mode warm-up: %v", err)
 	}
 }
 

@@ -89,6 +89,13 @@ type Spec struct {
 	// Warmup is run at every level before its measurement; its requests are
 	// discarded.
 	Warmup Duration `json:"warmup"`
+	// ModeWarmup, when positive, runs the highest level, unmeasured, for
+	// this long before the first level of every mode block (then that
+	// level's own warm-up): each mode is measured from the caches and
+	// router state of a deployment in service, not from the ones a switch
+	// leaves (the previous mode's, or empty ones after a restart), which
+	// would favour whichever mode runs second.
+	ModeWarmup Duration `json:"mode_warmup,omitempty"`
 	// Measure is the measurement window of every level, cut into Snapshots
 	// equal parts reported separately (to see drift inside a level).
 	Measure   Duration `json:"measure"`
@@ -437,6 +444,12 @@ func (s *Spec) Validate() error {
 	}
 	if s.Warmup < 0 {
 		add("warmup %s must not be negative", s.Warmup)
+	}
+	if s.ModeWarmup < 0 {
+		add("mode_warmup %s must not be negative", s.ModeWarmup)
+	}
+	if s.ModeWarmup > 0 && s.RequestRate > 0 {
+		add("mode_warmup runs the highest level of a closed loop; it does not go with request_rate")
 	}
 	if s.Measure <= 0 {
 		add("measure %s must be positive", s.Measure)

@@ -41,6 +41,10 @@ type Level struct {
 	RequestRate float64
 	Warmup      time.Duration
 	Measure     time.Duration
+	// ModeWarmup runs ModeWarmupLevel, unmeasured, before Warmup (the
+	// first level of a mode block; Spec.ModeWarmup).
+	ModeWarmup      time.Duration
+	ModeWarmupLevel int
 	// Snapshots is the number of equal measured windows Measure is cut
 	// into; the level's measurement is their merge.
 	Snapshots int
@@ -308,7 +312,8 @@ func (r *Runner) segments(steps []sweep.Step) (segs []segment, tail []int, err e
 		sg := segment{pre: pre, first: i, level: Level{Key: st.Key(), RequestRate: r.cfg.Spec.RequestRate}}
 		pre = nil
 		if st.Kind == sweep.StepWarmup {
-			sg.level.Warmup = st.Duration
+			sg.level.Warmup = st.Duration - st.ModeWarmup
+			sg.level.ModeWarmup, sg.level.ModeWarmupLevel = st.ModeWarmup, st.ModeWarmupLevel
 			i++
 			if i >= len(steps) || steps[i].Kind != sweep.StepMeasure || steps[i].Key() != st.Key() {
 				return nil, nil, fmt.Errorf("plan: warm-up of %s is not followed by its measurement", st.Key())
@@ -353,11 +358,16 @@ func (r *Runner) run(ctx context.Context, res *Result) error {
 			}
 			lv := sg.level
 			st := steps[sg.first]
-			st.Duration = lv.Warmup + lv.Measure
-			r.notify(Status{Step: st, Warmup: lv.Warmup, Measure: lv.Measure, Started: r.cfg.Now(),
+			st.Duration = lv.ModeWarmup + lv.Warmup + lv.Measure
+			r.notify(Status{Step: st, Warmup: lv.ModeWarmup + lv.Warmup, Measure: lv.Measure, Started: r.cfg.Now(),
 				After: after(steps, sg.last+1), Done: done, Total: r.cfg.Plan.Total})
 			k := lv.Key
-			r.log.Info("level starting", "run", k.Run, "mode", k.Mode, "level", k.Level, "warmup", lv.Warmup, "measure", lv.Measure)
+			if lv.ModeWarmup > 0 {
+				r.log.Info("level starting", "run", k.Run, "mode", k.Mode, "level", k.Level,
+					"mode_warmup", lv.ModeWarmup, "mode_warmup_level", lv.ModeWarmupLevel, "warmup", lv.Warmup, "measure", lv.Measure)
+			} else {
+				r.log.Info("level starting", "run", k.Run, "mode", k.Mode, "level", k.Level, "warmup", lv.Warmup, "measure", lv.Measure)
+			}
 			return nil
 		},
 		Done: func(i int, m *Measurement) error {

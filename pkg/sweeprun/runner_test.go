@@ -490,3 +490,39 @@ func TestRunOneFleetForTheSweep(t *testing.T) {
 		t.Errorf("%d points before the failed switch, want 2", len(res.Points))
 	}
 }
+
+// levelsFleet records the levels it is given and measures nothing.
+type levelsFleet struct{ levels []Level }
+
+func (f *levelsFleet) Run(_ context.Context, levels []Level, _ Hooks) error {
+	f.levels = levels
+	return nil
+}
+
+// TestRunModeWarmup: the Fleet gets the mode warm-up on the first level of
+// every mode block, at the highest level, apart from that level's own
+// warm-up.
+func TestRunModeWarmup(t *testing.T) {
+	f := newFixture(true)
+	fl := &levelsFleet{}
+	spec := testSpec()
+	spec.ModeWarmup = sweep.Duration(5 * time.Second)
+	cfg := f.config(spec, nil)
+	cfg.Measurer, cfg.Fleet = nil, fl
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range fl.levels {
+		got = append(got, fmt.Sprintf("%s %d: %v at %d, %v", l.Key.Mode, l.Key.Level, l.ModeWarmup, l.ModeWarmupLevel, l.Warmup))
+	}
+	want := []string{"kv 10: 5s at 20, 1s", "kv 20: 0s at 0, 1s", "round_robin 10: 5s at 20, 1s", "round_robin 20: 0s at 0, 1s",
+		"round_robin 10: 5s at 20, 1s", "round_robin 20: 0s at 0, 1s", "kv 10: 5s at 20, 1s", "kv 20: 0s at 0, 1s"}
+	if !slices.Equal(got, want) {
+		t.Errorf("levels:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
