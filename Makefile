@@ -137,7 +137,7 @@ calibrate: ## run the published Dynamo sweep on the simulator and compare every 
 	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate(Simulated)?$$' -v ./pkg/calibrate/
 
 .PHONY: demo
-demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~2 min)
+demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~3 min)
 	rm -rf out/demo
 	./bin/fleetbench sweep -f deploy/examples/demo-sweep.yaml --out out/demo
 
