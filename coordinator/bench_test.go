@@ -102,7 +102,7 @@ func BenchmarkMergeReport(b *testing.B) {
 		if !ok {
 			b.Fatalf("report refused: %v", got)
 		}
-		if err := w.apply(m, rep.Window, nil); err != nil {
+		if err := w.apply(m, rep, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
