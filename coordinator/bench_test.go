@@ -102,7 +102,7 @@ func BenchmarkMergeReport(b *testing.B) {
 		if !ok {
 			b.Fatalf("report refused: %v", got)
 		}
-		if err := w.apply(m, rep.Window, nil); err != nil {
+		if err := w.apply(m, rep, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -344,12 +344,18 @@ func runFakeAgents(addr string, bare bool) int {
 func BenchmarkReportMetrics(b *testing.B) {
 	cfg := hdr.Default
 	reps := make([]report, 64)
+	// The reports' histograms are checked as the run loop checks them,
+	// merging them into a window, which hands them to the metrics.
+	w, agent := newWindow(1, 0, KindMeasure, time.Unix(0, 0), cfg), &member{id: "bench"}
 	for i := range reps {
 		rep, err := messageFromPB(benchReport(uint64(i+1), 1, i), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		reps[i] = rep.(report)
+		if err := w.apply(agent, reps[i], nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 	reg := prometheus.NewRegistry()
 	m, err := newMetrics(reg, nil)

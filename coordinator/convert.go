@@ -67,53 +67,59 @@ func messageFromPB(m *pb.ConnectRequest, cfg hdr.Config) (any, error) {
 	return nil, fmt.Errorf("convert message: unknown message %T", m.GetMsg())
 }
 
-// reportFromPB decodes a report, or returns a badReport when it cannot:
-// a bad report is refused alone, where failing the stream would make the
-// agent resend it, or give up, and lose every later report too.
+// reportFromPB converts a report, or returns a badReport when its shape
+// is wrong (an unknown metric, one twice, a turn twice, fields this
+// coordinator does not know): a bad report is refused alone, where failing
+// the stream would make the agent resend it, or give up, and lose every
+// later report too. Its histograms' contents are checked by the run loop
+// as it merges them (see ingest), which refuses the report the same way.
 func reportFromPB(r *pb.Report, cfg hdr.Config) any {
-	w, err := windowFromPB(r, cfg)
+	w, hists, err := windowFromPB(r, cfg)
 	if err != nil {
 		return badReport{Seq: r.GetSeq(), Window: r.GetWindowId(), Err: err}
 	}
-	return report{Seq: r.GetSeq(), Window: w}
+	return report{Seq: r.GetSeq(), Window: w, Hists: hists}
 }
 
-// windowFromPB decodes a report into a record.Window, refusing histograms
-// of another geometry and malformed ones: a report is taken whole or not
-// at all.
-func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
-	// Only the histograms the report carries are decoded, each validated
-	// and kept in sparse form (a full-range histogram is hundreds of KB);
-	// nil entries read as empty.
+// windowFromPB converts a report into a record.Window without its
+// histograms, which it returns apart in sparse form, unchecked (a
+// full-range histogram is hundreds of KB; absent ones are left out).
+func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, []reportHist, error) {
 	w := &record.Window{ID: r.GetWindowId(), Config: cfg, Turns: make(map[int]*record.TurnStats, len(r.GetTurns()))}
+	hists := make([]reportHist, 0, len(r.GetMetrics())+len(r.GetTurns()))
+	var seen [record.NumMetrics]bool
 	for _, mh := range r.GetMetrics() {
 		m := record.Metric(mh.GetMetric() - 1)
 		if m < 0 || m >= record.NumMetrics {
-			return nil, fmt.Errorf("decode report %d: unknown metric %v", r.GetSeq(), mh.GetMetric())
+			return nil, nil, fmt.Errorf("decode report %d: unknown metric %v", r.GetSeq(), mh.GetMetric())
 		}
-		if w.Hist[m] != nil {
-			return nil, fmt.Errorf("decode report %d: metric %s twice", r.GetSeq(), m)
+		if seen[m] {
+			return nil, nil, fmt.Errorf("decode report %d: metric %s twice", r.GetSeq(), m)
 		}
+		seen[m] = true
 		if err := knownFields(mh); err != nil {
-			return nil, fmt.Errorf("decode report %d %s: %w", r.GetSeq(), m, err)
+			return nil, nil, fmt.Errorf("decode report %d %s: %w", r.GetSeq(), m, err)
 		}
-		h, err := sparseFromPB(cfg, mh.GetHistogram())
-		if err != nil {
-			return nil, fmt.Errorf("decode report %d %s: %w", r.GetSeq(), m, err)
+		if p := mh.GetHistogram(); p != nil {
+			hists = append(hists, reportHist{metric: m, sparse: sparseFromPB(p)})
 		}
-		w.Hist[m] = h
 	}
 	for _, t := range r.GetTurns() {
 		if err := knownFields(t); err != nil {
-			return nil, fmt.Errorf("decode report %d turn %d: %w", r.GetSeq(), t.GetTurn(), err)
+			return nil, nil, fmt.Errorf("decode report %d turn %d: %w", r.GetSeq(), t.GetTurn(), err)
 		}
-		h, err := sparseFromPB(cfg, t.GetTtft())
-		if err != nil {
-			return nil, fmt.Errorf("decode report %d turn %d: %w", r.GetSeq(), t.GetTurn(), err)
+		i := record.TurnIndex(int(t.GetTurn()))
+		if w.Turns[i] != nil {
+			// An agent keys its turns by index: two of one index would
+			// have to be summed or one dropped.
+			return nil, nil, fmt.Errorf("decode report %d turn %d: turn index %d twice", r.GetSeq(), t.GetTurn(), i)
 		}
-		w.Turns[record.TurnIndex(int(t.GetTurn()))] = &record.TurnStats{
-			TTFT: h, Requests: t.GetRequests(), PromptTokens: t.GetPromptTokens(),
+		w.Turns[i] = &record.TurnStats{
+			Requests: t.GetRequests(), PromptTokens: t.GetPromptTokens(),
 			CachedTokens: t.GetCachedTokens(), RequestsWithCache: t.GetRequestsWithCache(),
+		}
+		if p := t.GetTtft(); p != nil {
+			hists = append(hists, reportHist{isTurn: true, turn: int(t.GetTurn()), sparse: sparseFromPB(p)})
 		}
 	}
 	c := r.GetCounters()
@@ -155,29 +161,19 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, error) {
 		}
 		w.AddWorkers(ws)
 	}
-	return w, nil
+	return w, hists, nil
 }
 
-// sparseFromPB validates one of a report's histograms and keeps it in
-// sparse form: merged into the window's accumulator, it costs its
-// populated buckets, not a full counts array, and nothing is inflated (see
-// hdr.FromSparse). The counts are kept without a copy: the message is the
-// receiver's own. An absent or empty one is nil, which a record.Window
-// reads as empty.
-func sparseFromPB(cfg hdr.Config, p *pb.SparseHistogram) (*hdr.Histogram, error) {
-	if p == nil {
-		return nil, nil
-	}
-	h, err := hdr.FromSparse(cfg, hdr.Sparse{
+// sparseFromPB returns one of a report's histograms in sparse form,
+// unchecked. The counts are kept without a copy: the message is the
+// receiver's own.
+func sparseFromPB(p *pb.SparseHistogram) hdr.Sparse {
+	return hdr.Sparse{
 		Config: hdr.Config{
 			LowestMicros: p.GetLowestMicros(), HighestMicros: p.GetHighestMicros(), SigFigs: int(p.GetSignificantFigures()),
 		},
 		Counts: p.GetCounts(), Total: p.GetTotalCount(), Clamped: p.GetClamped(),
-	})
-	if err != nil || h.Count() == 0 { // an empty one has no clamp count either
-		return nil, err
 	}
-	return h, nil
 }
 
 // knownFields refuses a histogram's message that carries fields this

@@ -22,6 +22,17 @@ type msgEvent struct {
 	msg  any
 }
 
+// isReport reports whether e is an agent's report, merged or refused.
+func isReport(e event) bool {
+	if m, ok := e.(msgEvent); ok {
+		switch m.msg.(type) {
+		case report, badReport:
+			return true
+		}
+	}
+	return false
+}
+
 // leaveEvent says a connection's stream ended.
 type leaveEvent struct {
 	conn *conn

@@ -186,17 +186,13 @@ func (r *run) message(cn *conn, msg any, now time.Time) {
 	}
 }
 
-// apply merges a report once per (agent, seq) and acks it.
+// apply merges a report once per (agent, seq) and acks it. A report
+// whose histograms the window refuses (malformed, another geometry) is
+// rejected as one the edge could not decode.
 func (r *run) apply(m *member, rep report, now time.Time) {
-	if rep.Seq <= m.applied {
-		r.metrics.reportsDuplicate.Inc()
-		m.conn.send(ack{Seq: m.applied}) // a resend of something applied
+	if !r.take(m, rep.Seq) {
 		return
 	}
-	if rep.Seq != m.applied+1 {
-		m.logger.Warn("report sequence gap", "expected", m.applied+1, "got", rep.Seq)
-	}
-	m.applied = rep.Seq
 	defer m.conn.send(ack{Seq: m.applied})
 	w := r.byID[rep.Window.ID]
 	if w == nil {
@@ -204,9 +200,13 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 		m.logger.Error("report for an unknown window", "window", rep.Window.ID, "requests", rep.Window.Counters.Requests)
 		return
 	}
-	r.metrics.reportsApplied.Inc()
 	closed := w.closed
-	err := w.apply(m, rep.Window, r.out)
+	err := w.apply(m, rep, r.out)
+	if refused(err) {
+		r.refuse(m, rep.Seq, rep.Window.ID, err)
+		return
+	}
+	r.metrics.reportsApplied.Inc()
 	if err != nil {
 		r.metrics.mergeErrors.Inc()
 		m.logger.Error("merge report", "window", w.id, "error", err)
@@ -224,25 +224,39 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 	}
 }
 
-// reject accounts for a report that could not be decoded, once per
-// (agent, seq) as apply does: it is acked, so the agent drops it and its
-// later reports are applied as usual; counted as a merge error; and its
-// window, missing that data, is marked degraded with the rejection in the
-// agent's coverage.
+// reject accounts for a report the edge could not decode, once per
+// (agent, seq) as apply does (see refuse).
 func (r *run) reject(m *member, rep badReport) {
-	if rep.Seq <= m.applied {
-		r.metrics.reportsDuplicate.Inc()
-		m.conn.send(ack{Seq: m.applied})
+	if !r.take(m, rep.Seq) {
 		return
 	}
-	if rep.Seq != m.applied+1 {
-		m.logger.Warn("report sequence gap", "expected", m.applied+1, "got", rep.Seq)
-	}
-	m.applied = rep.Seq
 	defer m.conn.send(ack{Seq: m.applied})
+	r.refuse(m, rep.Seq, rep.Window, rep.Err)
+}
+
+// take moves m's applied sequence on to seq and reports whether seq is
+// new; a resend of something applied is counted and acked again.
+func (r *run) take(m *member, seq uint64) bool {
+	if seq <= m.applied {
+		r.metrics.reportsDuplicate.Inc()
+		m.conn.send(ack{Seq: m.applied}) // a resend of something applied
+		return false
+	}
+	if seq != m.applied+1 {
+		m.logger.Warn("report sequence gap", "expected", m.applied+1, "got", seq)
+	}
+	m.applied = seq
+	return true
+}
+
+// refuse accounts for a report of m that was refused, whole: it is acked
+// by the caller, so the agent drops it and its later reports are applied
+// as usual; counted as a merge error; and its window, missing that data,
+// is marked degraded with the rejection in the agent's coverage.
+func (r *run) refuse(m *member, seq uint64, window uint32, why error) {
 	r.metrics.mergeErrors.Inc()
-	m.logger.Error("report rejected", "seq", rep.Seq, "window", rep.Window, "error", rep.Err)
-	w := r.byID[rep.Window]
+	m.logger.Error("report rejected", "seq", seq, "window", window, "error", why)
+	w := r.byID[window]
 	if w == nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
@@ -66,10 +67,32 @@ type started struct {
 	Offset time.Duration
 }
 
-// report is one agent's interval data of one window.
+// report is one agent's interval data of one window. Its histograms
+// arrive as Hists, not yet checked: the run loop checks each in the walk
+// that merges it into the window and refuses the report whole if one is
+// malformed (see ingest). Window's histograms are nil until then, and set
+// to the checked ones once merged.
 type report struct {
 	Seq    uint64
 	Window *record.Window
+	Hists  []reportHist
+}
+
+// reportHist is one histogram of a report as received: the metric it
+// belongs to, or the turn whose TTFT it is, and its sparse form.
+type reportHist struct {
+	metric record.Metric
+	isTurn bool
+	turn   int // the turn number as the report gives it, when isTurn
+	sparse hdr.Sparse
+}
+
+// name is how errors name the histogram: its metric, or "turn N".
+func (h reportHist) name() string {
+	if h.isTurn {
+		return fmt.Sprintf("turn %d", h.turn)
+	}
+	return h.metric.String()
 }
 
 // badReport is a report the gRPC edge could not decode (a malformed

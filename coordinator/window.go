@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -22,11 +23,8 @@ type window struct {
 	cfg        hdr.Config
 
 	data *record.Window
-	// pending are the reports whose counts are in data and whose
-	// histograms are not yet: they are merged foldEvery at a time (see
-	// apply), and before data's histograms are read (merged, close,
-	// result).
-	pending      []*record.Window
+	// ingest merges reports' histograms into data, or into late.
+	ingest       ingest
 	late         *record.Window
 	lateRequests int64
 	// cover is keyed by member, not agent id: a restarted agent process
@@ -98,69 +96,54 @@ func (w *window) lose(m *member, now time.Time) bool {
 }
 
 // apply merges one report of agent m. Reports after close are kept apart
-// as late samples: counted and written, never dropped.
-func (w *window) apply(m *member, rep *record.Window, out *writer) error {
+// as late samples: counted and written, never dropped. A report whose
+// histograms ingest refuses changes nothing and counts nothing: the error
+// says why (see refused), and the caller rejects it. Values a histogram
+// dropped (only on a total count past int64) degrade the window, and the
+// error says how many; the rest of the report is merged.
+func (w *window) apply(m *member, rep report, out *writer) error {
+	dst := w.data
+	if w.closed {
+		if w.late == nil {
+			w.late = record.NewWindow(w.id, w.cfg)
+		}
+		dst = w.late
+	}
+	if dst.Config != rep.Window.Config {
+		return dst.MergeCounts(rep.Window) // another geometry: nothing merged
+	}
+	herr := w.ingest.merge(dst, rep)
+	if refused(herr) {
+		return herr
+	}
+	if herr != nil {
+		w.degraded = true
+	}
 	if c, ok := w.cover[m]; ok {
 		c.reports++
-		c.requests += rep.Counters.Requests + rep.Counters.Failed
+		c.requests += rep.Window.Counters.Requests + rep.Window.Counters.Failed
 	} else {
 		// A report of an agent that joined after the window opened.
 		w.cover[m] = &coverage{id: m.id, incarnation: m.incarnation, index: m.index, from: w.end,
-			reports: 1, requests: rep.Counters.Requests + rep.Counters.Failed}
+			reports: 1, requests: rep.Window.Counters.Requests + rep.Window.Counters.Failed}
+	}
+	if err := dst.MergeCounts(rep.Window); err != nil {
+		return err // checked above: not reached
 	}
 	if !w.closed {
-		if err := w.data.MergeCounts(rep); err != nil {
-			return err // another geometry: nothing merged
-		}
-		w.pending = append(w.pending, rep)
-		if len(w.pending) >= foldEvery {
-			return w.fold()
-		}
-		return nil
+		return herr
 	}
-	if w.late == nil {
-		w.late = record.NewWindow(w.id, w.cfg)
-	}
-	if err := w.late.Merge(rep); err != nil {
-		return err
-	}
-	w.lateRequests += rep.Counters.Requests + rep.Counters.Failed
+	w.lateRequests += rep.Window.Counters.Requests + rep.Window.Counters.Failed
 	if out != nil {
-		return out.write(w)
+		if err := out.write(w); err != nil {
+			return errors.Join(herr, err)
+		}
 	}
-	return nil
+	return herr
 }
 
-// foldEvery is how many reports' histograms a window merges at once. A
-// report's 10 histograms land in 10 of the window's counts arrays (172 KB
-// each with hdr.Default); merged one report at a time, every array is
-// cold again at the next report. Merged metric by metric across a batch,
-// each array takes the batch's buckets while it is in the caches. 64
-// reports (0.64 s of 100 agents) hold a few hundred KB.
-const foldEvery = 64
-
-// fold merges the pending reports' histograms into data. Values a
-// histogram dropped (only on a total count past int64) degrade the
-// window, and the error says how many.
-func (w *window) fold() error {
-	if len(w.pending) == 0 {
-		return nil
-	}
-	err := w.data.MergeHistograms(w.pending)
-	clear(w.pending)
-	w.pending = w.pending[:0]
-	if err != nil {
-		w.degraded = true
-	}
-	return err
-}
-
-// merged returns the window's data with every applied report merged; a
-// fold's error has degraded the window (see fold).
-func (w *window) merged() *record.Window {
-	_ = w.fold()
-	return w.data
-}
+// merged returns the window's data with every applied report merged.
+func (w *window) merged() *record.Window { return w.data }
 
 // reject records that a report of m for the window was refused: the
 // window misses its data.
@@ -189,7 +172,6 @@ func (w *window) watermarksPassed() bool {
 }
 
 func (w *window) close(by string, now time.Time) {
-	_ = w.fold() // an error degraded the window
 	w.closed, w.closedBy, w.closedAt = true, by, now
 }
 

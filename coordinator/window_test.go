@@ -18,8 +18,8 @@ func TestCoverageKeepsAStintBeforeALoss(t *testing.T) {
 	w := newWindow(1, 0, KindMeasure, t0, hdr.Default)
 	w.end = t0.Add(60 * time.Second)
 	m := &member{id: "a", incarnation: 7, index: 0}
-	rep := record.NewWindow(1, hdr.Default)
-	rep.Counters.Requests = 10
+	rep := report{Window: record.NewWindow(1, hdr.Default)}
+	rep.Window.Counters.Requests = 10
 
 	w.addMember(m, t0)
 	for range 3 {

@@ -129,6 +129,20 @@ func BenchmarkMergeSparse(b *testing.B) {
 	b.ReportMetric(float64(len(s.Counts)), "bytes/hist")
 }
 
+// BenchmarkMergeSparseOnePass is the coordinator's path for the same
+// histogram: MergeSparse checks and adds it in one walk of its payload.
+func BenchmarkMergeSparseOnePass(b *testing.B) {
+	s, dst := reportHist().Sparse(), Default.New()
+	dsts, srcs, out := []*Histogram{dst}, []Sparse{s}, make([]*Histogram, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := MergeSparse(dsts, srcs, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(s.Counts)), "bytes/hist")
+}
+
 // BenchmarkSparse is the agent's side: one report histogram, and a full
 // one, in sparse form.
 func BenchmarkSparse(b *testing.B) {
