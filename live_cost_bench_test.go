@@ -285,11 +285,14 @@ var pprofShareRE = regexp.MustCompile(`Showing nodes accounting for \S+, ([0-9.]
 // method's own noise (an A/A comparison), printed beside the live one.
 //
 // The figures, over the steady part of each run's measured window:
-//   - live-overhead-%: the median, over the pairs whose two runs both
-//     kept up (kept-pairs; see keptUpShare), of the live run's extra CPU
-//     per completed request (budget: 2%), with its lowest and highest
-//     pair (live-overhead-lo-%, -hi-%); live-overhead-all-% is the median
-//     over every pair;
+//   - live-overhead-%: the live run's extra CPU per completed request
+//     (budget: 2%) over the pairs whose two runs both kept up (kept-pairs;
+//     see keptUpShare): the mean of the median over the pairs that ran
+//     bare first and the median over those that ran live first, which
+//     cancels the machine's drift (order-effect-% is the difference of
+//     the two medians); live-overhead-med-% is the plain median, -lo-%
+//     and -hi-% the lowest and highest pair, and live-overhead-all-% the
+//     median over every pair;
 //   - aa-noise-%: the median absolute difference in CPU per request
 //     between the two same-kind runs at each pair boundary that both kept
 //     up: a live figure within it is not told apart from noise;
@@ -363,6 +366,7 @@ func reportLiveCost(b *testing.B, runs []liveRun, live []bool, measure time.Dura
 	cpu := func(r liveRun) float64 { c, _ := r.perRequest(measure); return c.Seconds() }
 	var (
 		all, kept, aa, aaKept                  []float64
+		keptBy                                 [2][]float64 // kept pairs by which ran first: bare, live
 		bareCPU, liveCPU, bareReads, liveReads []float64
 		bareCores, liveCores, bareRPS, liveRPS []float64
 		bareGC, liveGC                         []float64
@@ -379,6 +383,11 @@ func reportLiveCost(b *testing.B, runs []liveRun, live []bool, measure time.Dura
 		both := keptUp(bare) && keptUp(lv)
 		if both {
 			kept = append(kept, overhead)
+			if live[2*p] {
+				keptBy[1] = append(keptBy[1], overhead)
+			} else {
+				keptBy[0] = append(keptBy[0], overhead)
+			}
 		}
 		bc, br := bare.perRequest(measure)
 		lc, lr := lv.perRequest(measure)
@@ -416,9 +425,20 @@ func reportLiveCost(b *testing.B, runs []liveRun, live []bool, measure time.Dura
 	if len(kept) > 0 {
 		b.Logf("over the %d pairs that both kept up (>= %.0f%% of %.0f req/s): median %+.2f%% (from %+.2f%% to %+.2f%%), A/A %.2f%% over %d boundaries",
 			len(kept), 100*keptUpShare, best, median(kept), slices.Min(kept), slices.Max(kept), median(aaKept), len(aaKept))
-		b.ReportMetric(median(kept), "live-overhead-%")
+		b.ReportMetric(median(kept), "live-overhead-med-%")
 		b.ReportMetric(slices.Min(kept), "live-overhead-lo-%")
 		b.ReportMetric(slices.Max(kept), "live-overhead-hi-%")
+		if len(keptBy[0]) > 0 && len(keptBy[1]) > 0 {
+			// The machine's speed drifts over minutes, which adds to the
+			// later run of every pair: the pairs that ran bare first
+			// carry it one way, those that ran live first the other, and
+			// the mean of the two medians cancels it.
+			bf, lf := median(keptBy[0]), median(keptBy[1])
+			b.Logf("by order: median %+.2f%% over %d pairs that ran bare first, %+.2f%% over %d that ran live first; their mean %+.2f%%",
+				bf, len(keptBy[0]), lf, len(keptBy[1]), (bf+lf)/2)
+			b.ReportMetric((bf+lf)/2, "live-overhead-%")
+			b.ReportMetric(bf-lf, "order-effect-%")
+		}
 	} else {
 		b.Logf("no pair had both runs keep up (>= %.0f%% of %.0f req/s): the machine was too busy for a whole-run figure", 100*keptUpShare, best)
 	}
