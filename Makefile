@@ -111,7 +111,7 @@ bench: ## run the benchmarks and print their figures (about 10 minutes)
 	@# Hot-path micro benchmarks at the default bench time.
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$')
 	@# The live view's cost as whole runs: 3,200 sessions bare and with the dashboard open and
-	@# /metrics scraped every second, 3 alternating pairs, each run a process of its own (~5 min).
+	@# /metrics scraped every second, 6 alternating pairs of 10 s windows, each run a process of its own (~5 min).
 	$(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 20m .
 	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, twenty
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
