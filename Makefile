@@ -107,12 +107,12 @@ test-short: ## run the unit tests without lint or the race detector
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: ## run the benchmarks and print their figures (about 10 minutes)
+bench: ## run the benchmarks and print their figures (about 25 minutes)
 	@# Hot-path micro benchmarks at the default bench time.
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$')
 	@# The live view's cost as whole runs: 3,200 sessions bare and with the dashboard open and
-	@# /metrics scraped every second, 6 alternating pairs of 10 s windows, each run a process of its own (~5 min).
-	$(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 20m .
+	@# /metrics scraped every second, 20 alternating pairs of 10 s windows, each run a process of its own (~16 min).
+	$(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m .
 	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, twenty
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
 	@# report) are the coordinator's alone, with and without histograms.

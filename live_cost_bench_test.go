@@ -305,11 +305,13 @@ var pprofShareRE = regexp.MustCompile(`Showing nodes accounting for \S+, ([0-9.]
 //     collections per run.
 //
 // FLEETBENCH_LIVE_SESSIONS, FLEETBENCH_LIVE_PAIRS and
-// FLEETBENCH_LIVE_MEASURE change the size (defaults 3200, 6, 10s);
+// FLEETBENCH_LIVE_MEASURE change the size (defaults 3200, 20, 10s: one
+// pair's A/A noise is ~5%, so 6 pairs' estimate moved by +-2% from pass to
+// pass);
 // FLEETBENCH_LIVE_WATCH=0 leaves the live runs unwatched (--metrics-listen
 // alone).
 func BenchmarkLiveCost(b *testing.B) {
-	sessions, pairs, measure := 3200, 6, 10*time.Second
+	sessions, pairs, measure := 3200, 20, 10*time.Second
 	if v, err := strconv.Atoi(os.Getenv("FLEETBENCH_LIVE_SESSIONS")); err == nil && v > 0 {
 		sessions = v
 	}
@@ -371,6 +373,7 @@ func reportLiveCost(b *testing.B, runs []liveRun, live []bool, measure time.Dura
 		bareCores, liveCores, bareRPS, liveRPS []float64
 		bareGC, liveGC                         []float64
 		liveProfiles                           []string
+		pairLines                              []string
 		scrapes, events                        int
 	)
 	for p := range len(runs) / 2 {
@@ -404,9 +407,9 @@ func reportLiveCost(b *testing.B, runs []liveRun, live []bool, measure time.Dura
 		if live[2*p] {
 			first = "live"
 		}
-		b.Logf("pair %d (%s first, nice %d, both kept up: %t): bare %.3f cores, %.0f req/s, %d µs CPU and %.1f reads per request, %d GCs; live %.3f cores, %.0f req/s, %d µs and %.1f reads per request, %d GCs, %d scrapes, %d events: %+.2f%% CPU per request",
+		pairLines = append(pairLines, fmt.Sprintf("pair %d (%s first, nice %d, both kept up: %t): bare %.3f cores, %.0f req/s, %d µs CPU and %.1f reads per request, %d GCs; live %.3f cores, %.0f req/s, %d µs and %.1f reads per request, %d GCs, %d scrapes, %d events: %+.2f%% CPU per request",
 			p+1, first, bare.nice, both, bareCores[p], bareRPS[p], bc.Microseconds(), br, bare.gcs,
-			liveCores[p], liveRPS[p], lc.Microseconds(), lr, lv.gcs, lv.scrapes, lv.events, overhead)
+			liveCores[p], liveRPS[p], lc.Microseconds(), lr, lv.gcs, lv.scrapes, lv.events, overhead))
 	}
 	// The same-kind runs that meet at each pair boundary (A/A).
 	for i := 1; i+1 < len(runs); i += 2 {
@@ -441,6 +444,11 @@ func reportLiveCost(b *testing.B, runs []liveRun, live []bool, measure time.Dura
 		}
 	} else {
 		b.Logf("no pair had both runs keep up (>= %.0f%% of %.0f req/s): the machine was too busy for a whole-run figure", 100*keptUpShare, best)
+	}
+	// The pairs after the summary: a benchmark's log is cut after its
+	// first lines unless -v.
+	for _, l := range pairLines {
+		b.Log(l)
 	}
 	b.ReportMetric(float64(len(kept)), "kept-pairs")
 	if len(aaKept) > 0 {
