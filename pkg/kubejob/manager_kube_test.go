@@ -460,6 +460,7 @@ func TestAgentsNoPods(t *testing.T) {
 	if _, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	quotaEnforced(t, ctx, cs, ns)
 	cfg := config(ns, 2)
 	cfg.PendingTimeout = 3 * time.Second
 	m := newManager(t, cs, cfg)
@@ -531,4 +532,32 @@ func TestAgentsRoleLacksAVerb(t *testing.T) {
 		}
 	}
 	gone(t, ctx, admin, ns, m.JobName())
+}
+
+// quotaEnforced waits until the API server refuses a pod in ns. The quota
+// admission plugin reads quotas from a cache (and remembers an empty
+// namespace for a while), so a pod created right after the quota may still
+// be admitted; the Job's pods would then run and the test would wait for a
+// failure that never comes.
+func quotaEnforced(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "quota-probe-"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "fleetbench.invalid/probe"}}},
+	}
+	err := kubetest.Poll(ctx, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsForbidden(err):
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		t.Logf("quota not enforced yet: probe pod %s admitted", p.Name)
+		zero := int64(0)
+		return false, cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	if err != nil {
+		t.Fatalf("wait for the pod quota to be enforced: %v", err)
+	}
 }
