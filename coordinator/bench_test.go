@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
+	"github.com/fleetbench/fleetbench/pkg/load"
 )
 
 // benchAgents is how many agents the merge benchmarks play.
@@ -64,6 +66,16 @@ func benchReport(seq uint64, window uint32, seed int) *pb.ConnectRequest {
 	return &pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: r}}
 }
 
+// likeTheCommand sets the collector's target as every fleetbench command
+// runs with it (main calls load.TuneGC), so that the figures are the
+// coordinator process's; the test binary's default is restored after b.
+func likeTheCommand(b *testing.B) {
+	before := debug.SetGCPercent(100)
+	debug.SetGCPercent(before)
+	load.TuneGC()
+	b.Cleanup(func() { debug.SetGCPercent(before) })
+}
+
 // cpuTime is the CPU time (user and system) this process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -86,6 +98,7 @@ func allocs() (bytes, objects uint64) {
 // window. make bench runs it 2,000 times: at 20 the fresh window's first
 // page faults would dominate.
 func BenchmarkMergeReport(b *testing.B) {
+	likeTheCommand(b)
 	cfg := hdr.Default
 	msgs := make([]*pb.ConnectRequest, 64)
 	for i := range msgs {
@@ -153,6 +166,7 @@ func BenchmarkMerge100Agents(b *testing.B) {
 }
 
 func merge100Agents(b *testing.B, bare bool) {
+	likeTheCommand(b)
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
 		Agents: benchAgents, Window: time.Hour, HeartbeatTimeout: time.Hour, Grace: time.Hour,
@@ -335,13 +349,14 @@ func runFakeAgents(addr string, bare bool) int {
 	return 0
 }
 
-// BenchmarkReportMetrics measures what the Prometheus load metrics add to
-// one 10-histogram report at the coordinator: counters, and the five
-// latency histograms' buckets (TTFT, ITL, TPOT, E2E, lag) added by index
-// from the report's sparse histograms, on top of BenchmarkMergeReport's
-// merge; with a scrape (a Gather, which converts the accumulated buckets)
-// every scrapeEvery reports, counted in the figures.
+// BenchmarkReportMetrics measures what the Prometheus load metrics add
+// to one 10-histogram report at the coordinator, on top of
+// BenchmarkMergeReport's merge: the report's counters, and every
+// scrapeEvery reports (a second at 1,000 reports/s) a publication of the
+// open window's merged latency histograms (TTFT, ITL, TPOT, E2E, lag)
+// and a scrape (a Gather), counted in the figures.
 func BenchmarkReportMetrics(b *testing.B) {
+	likeTheCommand(b)
 	cfg := hdr.Default
 	reps := make([]report, 64)
 	// The reports' histograms are checked as the run loop checks them,
@@ -362,8 +377,9 @@ func BenchmarkReportMetrics(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lb := loadLabels(KindMeasure, "kv", 100)
-	m.load.Add(reps[0].Window, lb)
+	w.mode, w.level = "kv", 100
+	m.report(w, reps[0].Window)
+	m.publish([]*window{w}, time.Unix(1, 0))
 	if _, err := reg.Gather(); err != nil {
 		b.Fatal(err)
 	}
@@ -372,8 +388,9 @@ func BenchmarkReportMetrics(b *testing.B) {
 	cpu0 := cpuTime()
 	bytes0, objects0 := allocs()
 	for n := range b.N {
-		m.load.Add(reps[n%len(reps)].Window, lb)
+		m.report(w, reps[n%len(reps)].Window)
 		if (n+1)%scrapeEvery == 0 {
+			m.publish([]*window{w}, time.Unix(int64(2+n/scrapeEvery), 0))
 			if _, err := reg.Gather(); err != nil {
 				b.Fatal(err)
 			}

@@ -12,6 +12,10 @@ import (
 // scratch slices of one merge, so that a report costs no allocation of
 // its own here; it is owned by the run's goroutine with its window.
 type ingest struct {
+	// keep asks for the report's checked histograms in rep.Window (for
+	// the live view, OnReport and late reports' metrics); without it
+	// the merge builds none.
+	keep    bool
 	dsts    []*hdr.Histogram
 	srcs    []hdr.Sparse
 	out     []*hdr.Histogram
@@ -22,10 +26,11 @@ type ingest struct {
 // each (hdr.MergeSparse), all or nothing. A malformed histogram, or one of
 // another geometry, refuses the report: dst is left exactly as it was and
 // the error, which wraps an *hdr.SparseError (see refused), names the
-// report and the histogram as the gRPC edge used to. Otherwise rep.Window
-// gets its checked histograms, for the Prometheus metrics and OnReport,
-// and the error is nil or, when a total would pass math.MaxInt64, an
-// *hdr.DroppedError of what was not added.
+// report and the histogram as the gRPC edge used to. Otherwise, with
+// in.keep, rep.Window gets its checked histograms (for the live view, a
+// late report's Prometheus metrics and OnReport), and the error is nil
+// or, when a total would pass math.MaxInt64, an *hdr.DroppedError of what
+// was not added.
 func (in *ingest) merge(dst *record.Window, rep report) error {
 	if len(rep.Hists) == 0 {
 		return nil
@@ -54,10 +59,13 @@ func (in *ingest) merge(dst *record.Window, rep report) error {
 		in.dsts = append(in.dsts, d)
 		in.srcs = append(in.srcs, h.sparse)
 	}
-	if cap(in.out) < len(in.srcs) {
-		in.out = make([]*hdr.Histogram, len(in.srcs))
+	var out []*hdr.Histogram
+	if in.keep {
+		if cap(in.out) < len(in.srcs) {
+			in.out = make([]*hdr.Histogram, len(in.srcs))
+		}
+		out = in.out[:len(in.srcs)]
 	}
-	out := in.out[:len(in.srcs)]
 	defer func() {
 		// The scratch keeps no report's histograms alive.
 		clear(out)
@@ -69,6 +77,9 @@ func (in *ingest) merge(dst *record.Window, rep report) error {
 			delete(dst.Turns, i)
 		}
 		return fmt.Errorf("decode report %d %s: %w", rep.Seq, rep.Hists[se.Index].name(), se)
+	}
+	if out == nil {
+		return err
 	}
 	for i, h := range rep.Hists {
 		if h.isTurn {

@@ -23,6 +23,7 @@ import (
 func TestRefusedReportLeavesWindowUnchanged(t *testing.T) {
 	cfg := hdr.Default
 	w := newWindow(1, 0, KindMeasure, time.Unix(0, 0), cfg)
+	w.ingest.keep = true // the checked histograms are handed on, as with the live view
 	m := &member{id: "a"}
 	w.addMember(m, time.Unix(0, 0))
 	seq := uint64(0)

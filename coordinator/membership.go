@@ -201,6 +201,9 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 		return
 	}
 	closed := w.closed
+	// The report's own histograms are read after the merge only by the
+	// live view, OnReport and, for a late report, the load metrics.
+	w.ingest.keep = closed || r.metrics.live != nil || r.cfg.OnReport != nil
 	err := w.apply(m, rep, r.out)
 	if refused(err) {
 		r.refuse(m, rep.Seq, rep.Window.ID, err)
@@ -214,7 +217,7 @@ func (r *run) apply(m *member, rep report, now time.Time) {
 	if !errors.Is(err, hdr.ErrConfigMismatch) {
 		// What the window merged, late reports included (the results
 		// count them too); a report of another geometry merged nothing.
-		r.metrics.load.Add(rep.Window, loadLabels(w.kind, w.mode, w.level))
+		r.metrics.report(w, rep.Window)
 	}
 	if closed {
 		r.metrics.lateRequests.Add(float64(rep.Window.Counters.Requests + rep.Window.Counters.Failed))

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,7 +17,15 @@ import (
 // are updated only from Run's loop; the collectors themselves are safe for
 // concurrent scrapes.
 type metrics struct {
-	load             prom.Sink
+	// load takes the stage, target and in-flight figures, for both
+	// promLoad and live.
+	load prom.Sink
+	// promLoad gets each report's counters, and the latency histograms of
+	// the open windows every publishEvery (see publish); live, the live
+	// view's feed, gets each report whole.
+	promLoad         *prom.Load
+	live             prom.Sink
+	lastPublish      time.Time
 	agents           prometheus.Gauge
 	reportsApplied   prometheus.Counter
 	reportsDuplicate prometheus.Counter
@@ -36,7 +45,9 @@ func newMetrics(reg prometheus.Registerer, live prom.Sink) (*metrics, error) {
 		return nil, err
 	}
 	m := &metrics{
-		load: prom.Tee(load, live),
+		load:     prom.Tee(load, live),
+		promLoad: load,
+		live:     live,
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetbench_coordinator_agents_connected",
 			Help: "Agents connected and taking part in the run (lost agents excluded).",
@@ -89,9 +100,51 @@ func newMetrics(reg prometheus.Registerer, live prom.Sink) (*metrics, error) {
 	return m, nil
 }
 
-// windowClosed counts a closed window and, for a measured one, exports
-// its TTFT quantiles under its mode.
+// publishEvery is how often the open windows' merged latency histograms
+// go to the Prometheus load histograms: a scrape reads them at most this
+// old (the counters are current).
+const publishEvery = time.Second
+
+// report adds rep, a report merged into w, to the load metrics and the
+// live view. The Prometheus latency histograms take an open window's
+// merged histograms every publishEvery instead of each report's (a second
+// decode of every report otherwise); a late report, merged apart from the
+// window's final data, goes in whole.
+func (m *metrics) report(w *window, rep *record.Window) {
+	lb := loadLabels(w.kind, w.mode, w.level)
+	if w.closed {
+		m.promLoad.Add(rep, lb)
+	} else {
+		m.promLoad.AddCounts(rep, lb)
+		w.unpublished = true
+	}
+	if m.live != nil {
+		m.live.Add(rep, lb)
+	}
+}
+
+// publish hands the latency histograms of the open windows that merged
+// reports since their last publication to the load metrics, once per
+// publishEvery.
+func (m *metrics) publish(windows []*window, now time.Time) {
+	if now.Sub(m.lastPublish) < publishEvery {
+		return
+	}
+	m.lastPublish = now
+	for _, w := range windows {
+		if !w.closed && w.unpublished {
+			m.promLoad.SetOpen(uint64(w.id), loadLabels(w.kind, w.mode, w.level), w.data, false)
+			w.unpublished = false
+		}
+	}
+}
+
+// windowClosed counts a closed window, settles its latency histograms in
+// the load metrics and, for a measured one, exports its TTFT quantiles
+// under its mode.
 func (m *metrics) windowClosed(w *window) {
+	m.promLoad.SetOpen(uint64(w.id), loadLabels(w.kind, w.mode, w.level), w.data, true)
+	w.unpublished = false
 	m.windowsClosed.WithLabelValues(w.closedBy).Inc()
 	if w.kind != KindMeasure || w.data == nil {
 		return

@@ -31,6 +31,10 @@ type window struct {
 	// (same id, new incarnation) is a new member with its own coverage.
 	cover map[*member]*coverage
 
+	// unpublished: reports were merged into data since its latency
+	// histograms last went to the load metrics (metrics.publish).
+	unpublished bool
+
 	closed   bool
 	closedBy string
 	closedAt time.Time

@@ -32,17 +32,18 @@ func (e *SparseError) Unwrap() error { return e.Err }
 //
 // On success it sets out[i] to srcs[i] as FromSparse returns it (sharing
 // its Counts, which the caller must not change afterwards), or to nil when
-// the source is empty, for whoever reads the sources afterwards. Counts
+// the source is empty, for whoever reads the sources afterwards; a nil out
+// asks for none of them (a histogram each the merge does not allocate). Counts
 // that would take a destination's total past math.MaxInt64 are then not
 // added, as Merge drops them, and the error is a *DroppedError: everything
 // else is merged.
 //
-// dsts, srcs and out have the same length; a destination may appear more
+// dsts, srcs and a non-nil out have the same length; a destination may appear more
 // than once. The destinations are mutated as Merge mutates them (see
 // Histogram for the locking contract); MergeSparse is otherwise safe for
 // concurrent use.
 func MergeSparse(dsts []*Histogram, srcs []Sparse, out []*Histogram) error {
-	if len(dsts) != len(srcs) || len(out) != len(srcs) {
+	if len(dsts) != len(srcs) || (out != nil && len(out) != len(srcs)) {
 		panic("hdr: MergeSparse of slices of different lengths")
 	}
 	// The one-pass merge cannot overflow a destination's total when the
@@ -67,13 +68,16 @@ func MergeSparse(dsts []*Histogram, srcs []Sparse, out []*Histogram) error {
 		d := dsts[i]
 		sum, stop, ok := d.addChecked(s)
 		if ok {
+			// A sound source's counts sum to its Total (addChecked).
 			d.total += sum
 			d.clamped += s.Clamped
 			d.gen++
-			out[i] = nil
-			if sum > 0 {
-				out[i] = &Histogram{cfg: d.cfg, g: d.g, total: sum, clamped: s.Clamped, lazy: true,
-					sparse: sparse{payload: s.Counts, g: d.g, count: sum}}
+			if out != nil {
+				out[i] = nil
+				if sum > 0 {
+					out[i] = &Histogram{cfg: d.cfg, g: d.g, total: sum, clamped: s.Clamped, lazy: true,
+						sparse: sparse{payload: s.Counts, g: d.g, count: sum}}
+				}
 			}
 			continue
 		}
@@ -83,13 +87,11 @@ func MergeSparse(dsts []*Histogram, srcs []Sparse, out []*Histogram) error {
 		for j := i - 1; j >= 0; j-- {
 			dj := dsts[j]
 			subPayload(dj.full(), srcs[j].Counts)
-			if out[j] != nil {
-				dj.total -= out[j].total
-			}
+			dj.total -= srcs[j].Total
 			dj.clamped -= srcs[j].Clamped
 			dj.gen++
-			out[j] = nil
 		}
+		clear(out)
 		return &SparseError{Index: i, Err: refusal(d.cfg, s)}
 	}
 	return nil
@@ -174,6 +176,9 @@ func subPayload(counts []int64, p []byte) {
 // math.MaxInt64: every source is validated, then each is merged with
 // Merge's dropping.
 func mergeSparseSlow(dsts []*Histogram, srcs []Sparse, out []*Histogram) error {
+	if out == nil {
+		out = make([]*Histogram, len(srcs))
+	}
 	for i, s := range srcs {
 		h, err := FromSparse(dsts[i].cfg, s)
 		if err != nil {

@@ -2,6 +2,7 @@ package hdr
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -15,7 +16,7 @@ import (
 // FromSparse refuses one of the sources, naming the first with
 // FromSparse's error, and then leave every destination as it was; else
 // give the destinations Merge gives, and the sources as FromSparse
-// returns them. Bit 64 of geometry takes the payload's own total, so that
+// returns them; with a nil out, the same destinations and error. Bit 64 of geometry takes the payload's own total, so that
 // the fuzzer reaches valid payloads.
 //
 // Run it with: go test -run='^$' -fuzz=FuzzMergeSparseAll ./pkg/hdr/
@@ -71,8 +72,16 @@ func FuzzMergeSparseAll(f *testing.F) {
 			refs[i] = h
 		}
 
+		// The same merge without the sources handed back (out nil) must
+		// do the same to its own copies of the destinations.
+		a2, b2 := a.Clone(), b.Clone()
+		err2 := MergeSparse([]*Histogram{a2, b2, a2}, srcs, nil)
 		out := make([]*Histogram, len(srcs))
 		err := MergeSparse(dsts, srcs, out)
+		if fmt.Sprint(err2) != fmt.Sprint(err) || !a2.Equal(a) || !b2.Equal(b) {
+			t.Fatalf("MergeSparse with a nil out: %v, %+v and %+v; with out: %v, %+v and %+v",
+				err2, a2.Summary(), b2.Summary(), err, a.Summary(), b.Summary())
+		}
 		if bad >= 0 {
 			var se *SparseError
 			if !errors.As(err, &se) || se.Index != bad || err.Error() != var0.Error() {

@@ -114,6 +114,9 @@ type series struct {
 	// queued are sparse histograms added since the last fold (see
 	// queue).
 	queued []*hdr.Histogram
+	// open are the contributions of open histograms by key (see
+	// SetOpen), added at collection.
+	open map[uint64]*series
 }
 
 // NewHistogram returns an empty Histogram with the given variable labels.
@@ -290,7 +293,10 @@ func (v *Histogram) tableOf(cfg hdr.Config) *indexTable {
 func (s *series) addNative(k int, n uint64) {
 	switch {
 	case len(s.native) == 0:
-		s.native, s.low = make([]uint64, 1, 64), k
+		if cap(s.native) == 0 {
+			s.native = make([]uint64, 0, 64)
+		}
+		s.native, s.low = append(s.native, 0), k
 	case k < s.low:
 		grown := make([]uint64, len(s.native)+s.low-k, cap(s.native)+s.low-k)
 		copy(grown[s.low-k:], s.native)
@@ -310,7 +316,7 @@ func (v *Histogram) Collect(ch chan<- prometheus.Metric) {
 	ms := make([]prometheus.Metric, 0, len(v.series))
 	for _, s := range v.series {
 		v.fold(s)
-		ms = append(ms, &metric{desc: v.desc, labels: s.labels, h: s.write(v.bounds)})
+		ms = append(ms, &metric{desc: v.desc, labels: s.labels, h: s.withOpen().write(v.bounds)})
 	}
 	v.mu.Unlock()
 	for _, m := range ms {

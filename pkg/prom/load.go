@@ -4,9 +4,10 @@
 // histograms with both classic and native buckets, so that
 // histogram_quantile over a sum across processes is correct.
 //
-// Load is fed whole record.Windows: the coordinator adds every agent
-// report it merges (the fleet-wide view), a single-engine run every
-// interval its recorder drains. The histograms take HDR histograms at the
+// Load is fed record.Windows: the coordinator adds the counters of every
+// agent report it merges (the fleet-wide view) and its open windows'
+// merged histograms now and then (SetOpen), a single-engine run every
+// interval what its recorder drains. The histograms take HDR histograms at the
 // cost of their buckets (Histogram), not of their values. Every metric
 // is documented in docs/metrics.md. Nothing registers on a global
 // registry: constructors take a prometheus.Registerer.
@@ -173,6 +174,45 @@ func (l *Load) Add(w *record.Window, lb Labels) {
 	if w == nil {
 		return
 	}
+	ch := l.addCounts(w, lb)
+	for i, h := range l.hists() {
+		// A hand-built window may have a nil histogram: addTo skips it.
+		h.addTo(ch.hists[i], w.Hist[histMetrics[i]])
+	}
+}
+
+// AddCounts is Add without the latency histograms: for the data of a
+// window whose histograms reach the metrics through SetOpen.
+func (l *Load) AddCounts(w *record.Window, lb Labels) {
+	if w != nil {
+		l.addCounts(w, lb)
+	}
+}
+
+// SetOpen makes the latency histograms of w, a window whose data is still
+// merged into (a coordinator window while it is open), as they are now,
+// the contribution of key under lb: they replace what key set before
+// (Histogram.SetOpen), so a call costs a conversion of w's merged
+// histograms however many reports went into them. final settles them once
+// w stops changing and forgets key. Only the histograms are read: the
+// counters come with AddCounts, report by report. The caller owns w and
+// does not change it during the call.
+func (l *Load) SetOpen(key uint64, lb Labels, w *record.Window, final bool) {
+	if w == nil {
+		return
+	}
+	l.mu.Lock()
+	ch := l.of(lb)
+	l.mu.Unlock()
+	for i, h := range l.hists() {
+		h.mu.Lock()
+		h.setOpen(ch.hists[i], key, w.Hist[histMetrics[i]], final)
+		h.mu.Unlock()
+	}
+}
+
+// addCounts adds w's counters under lb and returns lb's children.
+func (l *Load) addCounts(w *record.Window, lb Labels) *children {
 	l.mu.Lock()
 	ch := l.of(lb)
 	l.mu.Unlock()
@@ -193,10 +233,7 @@ func (l *Load) Add(w *record.Window, lb Labels) {
 	ch.cached.Add(float64(c.CachedTokens))
 	ch.started.Add(float64(c.ConversationsStarted))
 	ch.completed.Add(float64(c.ConversationsCompleted))
-	for i, h := range l.hists() {
-		// A hand-built window may have a nil histogram: addTo skips it.
-		h.addTo(ch.hists[i], w.Hist[histMetrics[i]])
-	}
+	return ch
 }
 
 func sumClasses(m map[client.Class]int64) int64 {
