@@ -703,8 +703,38 @@ func (l *loop) flush() {
 	}
 }
 
+// lastAcksWait bounds how long a stopping agent waits for the acks of its
+// last reports.
+const lastAcksWait = 5 * time.Second
+
+// awaitAcks waits until the coordinator acked every report sent, the
+// link ends or timeout passes. A coordinator that finished its run still
+// applies the reports its agents send after the stop, and acks them, until
+// their streams end: closing the stream before the acks would leave the
+// agent unable to tell applied from lost.
+func (l *loop) awaitAcks(timeout time.Duration) {
+	if len(l.pending) == 0 {
+		return
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for len(l.pending) > 0 {
+		select {
+		case m := <-l.link.in:
+			if a, ok := m.(ack); ok {
+				l.ack(a.Seq)
+			}
+		case <-l.link.done:
+			return
+		case <-t.C:
+			l.logger.Warn("coordinator did not ack the last reports", "unacked", len(l.pending), "waited", timeout)
+			return
+		}
+	}
+}
+
 // shutdown stops the engine, waits for it, sends the last reports when a
-// link is up and lets the link flush.
+// link is up, waits for their acks and lets the link flush.
 func (l *loop) shutdown() {
 	if l.eng != nil && l.eng.started && !l.eng.finished {
 		if l.eng.cancel != nil {
@@ -722,6 +752,7 @@ func (l *loop) shutdown() {
 		l.nbg--
 	}
 	if l.link != nil {
+		l.awaitAcks(lastAcksWait)
 		l.link.closeSend(5 * time.Second)
 	}
 	l.a.metrics.connected.Set(0)

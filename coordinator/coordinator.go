@@ -183,12 +183,49 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 		c.metrics.agents.Set(float64(len(r.byIndex)))
 		c.metrics.load.SetInFlight(r.inFlight())
 		if done {
+			c.lastReports(ctx, r, t.C)
 			return r.result(), r.err
 		}
 		if r.hookDue {
 			r.hookDue = false
 			i, s, before := r.next, r.cfg.Stages[r.next], r.cfg.BeforeStage
 			hooks.Go(func() { hookDone <- before(hookCtx, i, s) })
+		}
+	}
+}
+
+// lastReportsWait bounds how long a finished run waits for the agents'
+// last reports (see lastReports).
+const lastReportsWait = 10 * time.Second
+
+// lastReports applies what the agents send after they were told to stop:
+// each stops its load, reports what it recorded since its last report
+// (turns that ended after a window closed by grace: late data) and waits
+// for the acks before it closes its stream. It returns once every agent's
+// stream has ended, after lastReportsWait, or when ctx is done; the
+// result then holds every report that came.
+func (c *Coordinator) lastReports(ctx context.Context, r *run, tick <-chan time.Time) {
+	connected := func() int {
+		n := 0
+		for _, m := range r.agents {
+			if m.conn != nil {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := c.now().Add(lastReportsWait)
+	for n := connected(); n > 0; n = connected() {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-c.events:
+			r.handle(e, c.now())
+		case <-tick:
+			if c.now().After(deadline) {
+				r.logger.Warn("agents still connected after the run; their last reports may be missing", "agents", n, "waited", lastReportsWait)
+				return
+			}
 		}
 	}
 }

@@ -21,8 +21,9 @@ type fakeAgent struct {
 	// every ack; neither blocks the receiver (acks holds 1024).
 	windows chan uint32
 	acks    chan uint64
-	// done is closed when the stream ends.
-	done chan struct{}
+	// done is closed when the stream ends, stopped when the
+	// coordinator says stop.
+	done, stopped chan struct{}
 }
 
 // dialFake opens a stream as agent id with index i, recording with cfg,
@@ -32,7 +33,8 @@ func dialFake(ctx context.Context, cl pb.CoordinatorServiceClient, id string, i 
 	if err != nil {
 		return nil, fmt.Errorf("connect fake agent: %w", err)
 	}
-	f := &fakeAgent{st: st, windows: make(chan uint32, 16), acks: make(chan uint64, 1024), done: make(chan struct{})}
+	f := &fakeAgent{st: st, windows: make(chan uint32, 16), acks: make(chan uint64, 1024),
+		done: make(chan struct{}), stopped: make(chan struct{})}
 	err = f.send(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Hello{Hello: &pb.Hello{
 		AgentId: id, Index: int32(i), Incarnation: 1,
 		HistogramConfig:      &pb.HistogramConfig{LowestMicros: cfg.LowestMicros, HighestMicros: cfg.HighestMicros, SignificantFigures: int32(cfg.SigFigs)},
@@ -73,6 +75,12 @@ func (f *fakeAgent) receive() {
 			select {
 			case f.acks <- v.Ack.GetSeq():
 			default:
+			}
+		case *pb.ConnectResponse_Stop:
+			select {
+			case <-f.stopped:
+			default:
+				close(f.stopped)
 			}
 		}
 	}

@@ -579,3 +579,76 @@ func TestConnectionCutAndRestored(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnsOutlastGrace: turns slower than the grace (an overloaded
+// server), so the windows close by grace while the agents still run turns
+// and the run ends with data not yet reported. Every report an agent sends,
+// the last ones after the stop included (here every one: the agents
+// report only when their load ends), is applied and acked: what the
+// agents recorded equals what the result holds, measured and late.
+func TestTurnsOutlastGrace(t *testing.T) {
+	const agents = 2
+	var mu sync.Mutex
+	sent := map[int]map[uint64]int64{} // agent -> seq -> requests
+	acked := map[int]uint64{}
+	f := fleet{
+		agents: agents, builder: scriptedBuilder(1000, 700*time.Millisecond),
+		cfg: coordinator.Config{
+			Stages: []coordinator.Stage{{Level: 6, Duration: 2 * time.Second}},
+			Window: time.Second, Grace: 100 * time.Millisecond,
+		},
+		// No report until the engine is done or the agent stops: the
+		// windows close by grace and the stop comes before the data.
+		agentCfg: func(_ int, c *agent.Config) { c.ReportInterval = time.Hour },
+		agentOpts: func(i int) []agent.Option {
+			return []agent.Option{agent.WithReportHook(func(seq uint64, w *record.Window) {
+				mu.Lock()
+				defer mu.Unlock()
+				if sent[i] == nil {
+					sent[i] = map[uint64]int64{}
+				}
+				sent[i][seq] = w.Counters.Requests + w.Counters.Failed
+			}, func(seq uint64) {
+				mu.Lock()
+				defer mu.Unlock()
+				acked[i] = max(acked[i], seq)
+			})}
+		},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := f.run(t, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	mu.Lock()
+	for i := range agents {
+		for seq, n := range sent[i] {
+			want += n
+			if seq > acked[i] {
+				t.Errorf("agent %d: report %d (%d requests) never acked", i, seq, n)
+			}
+		}
+	}
+	mu.Unlock()
+	var got, late int64
+	graced := 0
+	for _, w := range res.Windows {
+		got += w.Data.Counters.Requests + w.Data.Counters.Failed
+		if w.Late != nil {
+			got += w.Late.Counters.Requests + w.Late.Counters.Failed
+		}
+		late += w.LateRequests
+		if w.ClosedBy == "grace" {
+			graced++
+		}
+	}
+	t.Logf("%d windows, %d closed by grace; agents recorded %d requests, the result holds %d (%d late)", len(res.Windows), graced, want, got, late)
+	if graced == 0 || late == 0 {
+		t.Fatalf("no window closed by grace with late data (%d by grace, %d late requests): the test did not play turns outlasting the grace", graced, late)
+	}
+	if got != want || want == 0 {
+		t.Errorf("the result holds %d requests, the agents reported %d", got, want)
+	}
+}
