@@ -3,7 +3,10 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
+	"testing"
+	"time"
 
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
@@ -111,4 +114,33 @@ func sparseToPB(h *hdr.Histogram) *pb.SparseHistogram {
 		LowestMicros: s.Config.LowestMicros, HighestMicros: s.Config.HighestMicros, SignificantFigures: int32(s.Config.SigFigs),
 		Counts: s.Counts, TotalCount: s.Total, Clamped: s.Clamped,
 	}
+}
+
+// runOutcome is what Run returned, and when.
+type runOutcome struct {
+	res *Result
+	err error
+	at  time.Time
+}
+
+// serveRun serves c on a loopback port and runs it beside the test until
+// ctx ends; it returns the address and where Run's outcome arrives.
+func serveRun(t testing.TB, ctx context.Context, c *Coordinator) (string, <-chan runOutcome) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := c.NewServer(ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	ran := make(chan runOutcome, 1)
+	go func() {
+		res, err := c.Run(ctx)
+		ran <- runOutcome{res, err, time.Now()}
+	}()
+	return lis.Addr().String(), ran
 }

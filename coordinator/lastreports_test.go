@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -29,27 +28,8 @@ func TestLastReportsAfterStop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := c.NewServer(ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	type outcome struct {
-		res *Result
-		err error
-		at  time.Time
-	}
-	ran := make(chan outcome, 1)
-	go func() {
-		res, err := c.Run(ctx)
-		ran <- outcome{res, err, time.Now()}
-	}()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr, ran := serveRun(t, ctx, c)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -34,29 +33,10 @@ func TestBadReportRejectedAlone(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := c.NewServer(ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	type outcome struct {
-		res *Result
-		err error
-	}
-	ran := make(chan outcome, 1)
-	go func() {
-		res, err := c.Run(runCtx)
-		ran <- outcome{res, err}
-	}()
-
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr, ran := serveRun(t, runCtx, c)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
