@@ -113,10 +113,10 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	@# The live view's cost as whole runs: 3,200 sessions bare and with the dashboard open and
 	@# /metrics scraped every second, 20 alternating pairs of 10 s windows, each run a process of its own (~16 min).
 	$(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m .
-	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, twenty
+	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, 500
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
 	@# report) are the coordinator's alone, with and without histograms.
-	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=20x ./coordinator/
+	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/
 	@# One report's merge at the coordinator, and what the Prometheus load metrics add to it.
 	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs and the 8,000-session epoll floor.
