@@ -379,7 +379,7 @@ func BenchmarkReportMetrics(b *testing.B) {
 	}
 	w.mode, w.level = "kv", 100
 	m.report(w, reps[0].Window)
-	m.publish([]*window{w}, time.Unix(1, 0))
+	m.publish([]*window{w}, time.Unix(1, 0), false)
 	if _, err := reg.Gather(); err != nil {
 		b.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func BenchmarkReportMetrics(b *testing.B) {
 	for n := range b.N {
 		m.report(w, reps[n%len(reps)].Window)
 		if (n+1)%scrapeEvery == 0 {
-			m.publish([]*window{w}, time.Unix(int64(2+n/scrapeEvery), 0))
+			m.publish([]*window{w}, time.Unix(int64(2+n/scrapeEvery), 0), false)
 			if _, err := reg.Gather(); err != nil {
 				b.Fatal(err)
 			}

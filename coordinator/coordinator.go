@@ -184,6 +184,9 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 		c.metrics.load.SetInFlight(r.inFlight())
 		if done {
 			c.lastReports(ctx, r, t.C)
+			// Windows a failed run left open keep what they merged in
+			// the metrics too.
+			c.metrics.publish(r.windows, c.now(), true)
 			return r.result(), r.err
 		}
 		if r.hookDue {

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 )
@@ -143,4 +146,26 @@ func serveRun(t testing.TB, ctx context.Context, c *Coordinator) (string, <-chan
 		ran <- runOutcome{res, err, time.Now()}
 	}()
 	return lis.Addr().String(), ran
+}
+
+// joinFake connects one fake agent "a" to the coordinator at addr and
+// waits for the window of its first phase.
+func joinFake(t testing.TB, ctx context.Context, addr string) (*fakeAgent, uint32) {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	fa, err := dialFake(ctx, pb.NewCoordinatorServiceClient(cc), "a", 0, hdr.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-fa.windows:
+		return fa, w
+	case <-ctx.Done():
+		t.Fatal("no phase")
+		return nil, 0
+	}
 }

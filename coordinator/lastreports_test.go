@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -29,21 +26,7 @@ func TestLastReportsAfterStop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	addr, ran := serveRun(t, ctx, c)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	fa, err := dialFake(ctx, pb.NewCoordinatorServiceClient(cc), "a", 0, hdr.Default)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var window uint32
-	select {
-	case window = <-fa.windows:
-	case <-ctx.Done():
-		t.Fatal("no phase")
-	}
+	fa, window := joinFake(t, ctx, addr)
 	// No watermark and no report: the window closes by grace, the stage
 	// ends and the run says stop.
 	select {

@@ -125,9 +125,9 @@ func (m *metrics) report(w *window, rep *record.Window) {
 
 // publish hands the latency histograms of the open windows that merged
 // reports since their last publication to the load metrics, once per
-// publishEvery.
-func (m *metrics) publish(windows []*window, now time.Time) {
-	if now.Sub(m.lastPublish) < publishEvery {
+// publishEvery or at once when final (a run that ends with windows open).
+func (m *metrics) publish(windows []*window, now time.Time, final bool) {
+	if !final && now.Sub(m.lastPublish) < publishEvery {
 		return
 	}
 	m.lastPublish = now

@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
@@ -36,21 +34,7 @@ func TestBadReportRejectedAlone(t *testing.T) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	addr, ran := serveRun(t, runCtx, c)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	fa, err := dialFake(ctx, pb.NewCoordinatorServiceClient(cc), "a", 0, hdr.Default)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var window uint32
-	select {
-	case window = <-fa.windows:
-	case <-ctx.Done():
-		t.Fatal("no phase")
-	}
+	fa, window := joinFake(t, ctx, addr)
 
 	ttft := hdr.Default.New()
 	for i := range 100 {

@@ -170,7 +170,7 @@ func (r *run) step(now time.Time) bool {
 	if r.state == stRunning {
 		r.closeWindows(now)
 	}
-	r.metrics.publish(r.windows, now)
+	r.metrics.publish(r.windows, now, false)
 	r.noteAgents()
 	return r.state == stDone
 }
