@@ -198,8 +198,10 @@ func (c *Coordinator) Run(ctx context.Context) (*Result, error) {
 }
 
 // lastReportsWait bounds how long a finished run waits for the agents'
-// last reports (see lastReports).
-const lastReportsWait = 10 * time.Second
+// last reports (see lastReports). A stopped agent first lets its turns in
+// flight end, for up to its drain timeout (30 s by default,
+// load.DefaultDrainTimeout), then cancels the rest and reports.
+const lastReportsWait = 45 * time.Second
 
 // lastReports applies what the agents send after they were told to stop:
 // each stops its load, reports what it recorded since its last report
