@@ -307,6 +307,11 @@ func (w *podWatch) see(ctx context.Context, cs kubernetes.Interface, p *corev1.P
 			a = &agentSeen{image: p.Spec.Containers[0].Image, node: p.Spec.NodeName}
 			w.agents[p.Name] = a
 		}
+		// A pod is first seen before the scheduler binds it: keep the
+		// node it ends up on.
+		if p.Spec.NodeName != "" {
+			a.node = p.Spec.NodeName
+		}
 		if p.Status.Phase == corev1.PodRunning && !a.ran {
 			a.ran = true
 			w.followers.Add(1)
