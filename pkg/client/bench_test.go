@@ -1,10 +1,15 @@
 package client
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/sse"
 )
 
 // benchServer streams a 256-token chat response as fast as loopback allows.
@@ -52,4 +57,37 @@ func BenchmarkStreamParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPushEvent measures what the client does with one token event
+// once read(2) has returned it: the chunked framing, the SSE line and the
+// JSON chunk, and the measurement it records (no socket, no scheduling).
+func BenchmarkPushEvent(b *testing.B) {
+	ev := chunk(" token", "")
+	framed := fmt.Appendf(nil, "%x\r\n%s\r\n", len(ev), ev)
+	c := mustNew(b, newConfig("http://127.0.0.1:1"))
+	st := c.states.Get().(*streamState)
+	st.push.reset()
+	st.rd.Reset(&st.push)
+	r := &run{c: c, res: &Result{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		pb := &st.push
+		pb.space()
+		pb.w += copy(pb.buf[pb.w:], framed)
+		now := time.Now()
+		for {
+			e, err := st.rd.Next()
+			if errors.Is(err, sse.ErrWouldBlock) {
+				break
+			}
+			if r.step(st, e, err, now) {
+				b.Fatalf("the stream ended: %v", r.res.Err)
+			}
+		}
+		if len(r.res.ITL) >= 1024 { // a long answer's worth, then again
+			r.res.ITL = r.res.ITL[:0]
+			r.text.Reset()
+		}
+	}
 }

@@ -24,12 +24,35 @@ const maxScanDepth = 32
 // Key sets per object level, for the case-variant check: encoding/json
 // matches keys case-insensitively, so "Content" would fill Content.
 var (
-	chunkKeys   = []string{"object", "message", "type", "choices", "usage", "error"}
-	choiceKeys  = []string{"delta", "text", "finish_reason"}
-	deltaKeys   = []string{"content", "reasoning_content", "reasoning"}
-	usageKeys   = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"}
-	detailsKeys = []string{"cached_tokens"}
+	chunkKeys   = newKeySet("object", "message", "type", "choices", "usage", "error")
+	choiceKeys  = newKeySet("delta", "text", "finish_reason")
+	deltaKeys   = newKeySet("content", "reasoning_content", "reasoning")
+	usageKeys   = newKeySet("prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details")
+	detailsKeys = newKeySet("cached_tokens")
 )
+
+// keySet is the known keys of one object level (at most 8, each shorter
+// than 64 bytes) with the set of their lengths: most keys a server sends
+// that the client does not read ("id", "model", "index") have a length no
+// known key has, and are told apart without comparing bytes.
+type keySet struct {
+	keys []string
+	lens uint64 // bit n is set when a key is n bytes long
+}
+
+func newKeySet(keys ...string) *keySet {
+	ks := &keySet{keys: keys}
+	for _, k := range keys {
+		if len(k) >= 64 || len(keys) > 8 {
+			panic("chunkscan: a key set holds at most 8 keys shorter than 64 bytes")
+		}
+		ks.lens |= 1 << len(k)
+	}
+	return ks
+}
+
+// hasLen reports whether a known key is n bytes long.
+func (ks *keySet) hasLen(n int) bool { return n < 64 && ks.lens&(1<<n) != 0 }
 
 // scanner reads one JSON text from b. Every method reports false on input
 // it does not handle; the scanner is then abandoned.
@@ -147,7 +170,7 @@ func (s *scanner) usage(u *openai.Usage) bool {
 // of other keys. A duplicate known key, or an unknown key that equals a
 // known one but for case or contains non-ASCII bytes (encoding/json folds
 // Unicode case), stops the scan.
-func (s *scanner) object(keys []string, field func(key []byte) bool) bool {
+func (s *scanner) object(keys *keySet, field func(key []byte) bool) bool {
 	if !s.consume('{') {
 		return false
 	}
@@ -194,8 +217,11 @@ func (s *scanner) object(keys []string, field func(key []byte) bool) bool {
 	}
 }
 
-func index(keys []string, key []byte) int {
-	for i, k := range keys {
+func index(keys *keySet, key []byte) int {
+	if !keys.hasLen(len(key)) {
+		return -1
+	}
+	for i, k := range keys.keys {
 		if k == string(key) {
 			return i
 		}
@@ -203,14 +229,22 @@ func index(keys []string, key []byte) int {
 	return -1
 }
 
-func foldsToAny(keys []string, key []byte) bool {
+// foldsToAny reports whether key could match a known key under
+// encoding/json's case folding: it equals one but for ASCII case, or it
+// has non-ASCII bytes (Unicode folding may change the length, as "ſ" folds
+// to "s").
+func foldsToAny(keys *keySet, key []byte) bool {
 	for _, b := range key {
 		if b >= utf8.RuneSelf {
 			return true
 		}
 	}
-	for _, k := range keys {
-		if strings.EqualFold(k, string(key)) {
+	if !keys.hasLen(len(key)) {
+		return false // ASCII folding keeps the length
+	}
+	for _, k := range keys.keys {
+		// The first letters first: "model" and "usage" differ there.
+		if len(k) == len(key) && k[0]|0x20 == key[0]|0x20 && strings.EqualFold(k, string(key)) {
 			return true
 		}
 	}
