@@ -18,6 +18,10 @@ import (
 // read(2) calls.
 var pushReadsHook func(reads int)
 
+// pushEOFCheck is the longest a pushed body waits for the poller before it
+// reads again (see readPush).
+const pushEOFCheck = time.Second
+
 // readPush reads the event stream of a chunked response on a plain TCP
 // connection from inside the connection's read-readiness callback
 // (syscall.RawConn.Read), pushing each read's bytes through the chunked
@@ -71,7 +75,7 @@ func (r *run) readPush(st *streamState, x *exchange) {
 		}
 	}
 	reads := 0
-	err := x.c.rc.Read(func(fd uintptr) bool {
+	read := func(fd uintptr) bool {
 		if over = events(time.Now()); over {
 			return true
 		}
@@ -105,7 +109,21 @@ func (r *run) readPush(st *streamState, x *exchange) {
 				return false // the socket is drained: the next bytes wake the poller
 			}
 		}
-	})
+	}
+	var err error
+	for {
+		// A FIN that arrives with the last bytes wakes the poller once, for
+		// both, and the short read that takes the bytes leaves it behind:
+		// no wake-up would come for it. So a wait lasts at most
+		// pushEOFCheck; then the callback's first call reads again, which
+		// finds the end or EAGAIN.
+		_ = x.c.conn.SetReadDeadline(time.Now().Add(pushEOFCheck))
+		err = x.c.rc.Read(read)
+		if over || !errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+	}
+	_ = x.c.conn.SetReadDeadline(time.Time{})
 	if drain != nil {
 		drain.Stop()
 	}
