@@ -1,8 +1,6 @@
 package client
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -59,31 +57,18 @@ func BenchmarkStreamParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkPushEvent measures what the client does with one token event
-// once read(2) has returned it: the chunked framing, the SSE line and the
-// JSON chunk, and the measurement it records (no socket, no scheduling).
-func BenchmarkPushEvent(b *testing.B) {
-	ev := chunk(" token", "")
-	framed := fmt.Appendf(nil, "%x\r\n%s\r\n", len(ev), ev)
+// BenchmarkTokenEvent measures what the client does with one token's SSE
+// event once it is read: the JSON chunk and the measurement it records
+// (no socket, no chunked framing, no scheduling).
+func BenchmarkTokenEvent(b *testing.B) {
+	ev := sse.Event{Data: []byte(strings.TrimSuffix(strings.TrimPrefix(chunk(" token", ""), "data: "), "\n\n"))}
 	c := mustNew(b, newConfig("http://127.0.0.1:1"))
 	st := c.states.Get().(*streamState)
-	st.push.reset()
-	st.rd.Reset(&st.push)
 	r := &run{c: c, res: &Result{}}
 	b.ReportAllocs()
 	for b.Loop() {
-		pb := &st.push
-		pb.space()
-		pb.w += copy(pb.buf[pb.w:], framed)
-		now := time.Now()
-		for {
-			e, err := st.rd.Next()
-			if errors.Is(err, sse.ErrWouldBlock) {
-				break
-			}
-			if r.step(st, e, err, now) {
-				b.Fatalf("the stream ended: %v", r.res.Err)
-			}
+		if _, err := r.event(st, ev, time.Now()); err != nil {
+			b.Fatal(err)
 		}
 		if len(r.res.ITL) >= 1024 { // a long answer's worth, then again
 			r.res.ITL = r.res.ITL[:0]

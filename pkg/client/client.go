@@ -93,9 +93,6 @@ type Client struct {
 	reqTimeout    time.Duration
 	itlCap        int
 	maxConns      int
-	// pull reads HTTP/1.1 bodies with blocking reads even where they
-	// could be pushed (push_unix.go); tests set it to compare the two.
-	pull bool
 
 	body   *bodyTemplate
 	bodies bodyPool

@@ -46,12 +46,6 @@ func median(ds []time.Duration) time.Duration {
 // on-time attempt that the client saw late, which a busy machine also
 // causes now and then, while a systematic error misses in every attempt.
 func TestStreamTimings(t *testing.T) {
-	for _, mode := range readModes {
-		t.Run(mode.name, func(t *testing.T) { streamTimings(t, mode.pull) })
-	}
-}
-
-func streamTimings(t *testing.T, pull bool) {
 	const (
 		tol      = time.Millisecond
 		slack    = 500 * time.Microsecond
@@ -61,7 +55,6 @@ func streamTimings(t *testing.T, pull bool) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	c := mustNew(t, newConfig(srv.URL))
-	c.pull = pull
 	// A first request opens the connection, so the measured one reuses it.
 	if res := c.Stream(t.Context(), userRequest("warm")); !res.OK() {
 		t.Fatalf("warm-up request failed: %v", res.Err)
@@ -98,29 +91,6 @@ func streamTimings(t *testing.T, pull bool) {
 		t.Skipf("the server missed its script in all %d attempts; machine too busy to judge timing", attempts)
 	}
 	t.Errorf("no on-time attempt of %d measured within %v; the last: %s", attempts, tol, strings.Join(problems, "; "))
-}
-
-// TestPushOneReadPerToken: a pushed body costs one read(2) per token that
-// arrives alone, where blocking reads cost two (the token, then EAGAIN).
-func TestPushOneReadPerToken(t *testing.T) {
-	const tokens = 40
-	s := &script{First: 5 * time.Millisecond, Gap: 4 * time.Millisecond, Tokens: tokens}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	c := mustNew(t, newConfig(srv.URL))
-	var reads int
-	pushReadsHook = func(n int) { reads = n }
-	defer func() { pushReadsHook = nil }()
-	res := c.Stream(t.Context(), userRequest("hi"))
-	if !res.OK() || len(res.ITL) != tokens-1 {
-		t.Fatalf("class %q err %v, %d ITLs; want %d tokens", res.Class, res.Err, len(res.ITL), tokens)
-	}
-	// One read per token, one per other flush (role, finish, usage, [DONE]
-	// and the body's end may come apart) and one EAGAIN before the first.
-	if reads < tokens/2 || reads > tokens+8 {
-		t.Errorf("%d reads for %d tokens; want about one per token", reads, tokens)
-	}
-	t.Logf("%d read(2) calls for %d tokens", reads, tokens)
 }
 
 // timingProblems lists how res differs from the script s (whose flushes
@@ -256,51 +226,41 @@ func TestStreamFailures(t *testing.T) {
 		{name: "cancelled", handler: hang(true), cancel: 50 * time.Millisecond, class: ClassCancelled, is: context.Canceled},
 	}
 	for _, tt := range tests {
-		for _, mode := range readModes {
-			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
-				t.Parallel()
-				srv := httptest.NewServer(tt.handler)
-				defer srv.Close()
-				cfg := newConfig(srv.URL)
-				if tt.cfg != nil {
-					tt.cfg(&cfg)
-				}
-				c := mustNew(t, cfg)
-				c.pull = mode.pull
-				ctx := t.Context()
-				if tt.cancel > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithCancel(ctx)
-					time.AfterFunc(tt.cancel, cancel)
-				}
-				res := c.Stream(ctx, userRequest("hi"))
-				if res == nil {
-					t.Fatal("Stream returned nil")
-				}
-				t.Logf("class %q err: %v", res.Class, res.Err)
-				if res.Class != tt.class || res.Err == nil {
-					t.Fatalf("class %q err %v, want class %q", res.Class, res.Err, tt.class)
-				}
-				if tt.is != nil && !errors.Is(res.Err, tt.is) {
-					t.Errorf("err %v, want errors.Is %v", res.Err, tt.is)
-				}
-				if tt.msg != "" && !strings.Contains(res.Err.Error(), tt.msg) {
-					t.Errorf("err %q, want it to contain %q", res.Err, tt.msg)
-				}
-				if res.E2E <= 0 {
-					t.Errorf("E2E = %v, want the time to the failure", res.E2E)
-				}
-			})
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			cfg := newConfig(srv.URL)
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			c := mustNew(t, cfg)
+			ctx := t.Context()
+			if tt.cancel > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				time.AfterFunc(tt.cancel, cancel)
+			}
+			res := c.Stream(ctx, userRequest("hi"))
+			if res == nil {
+				t.Fatal("Stream returned nil")
+			}
+			t.Logf("class %q err: %v", res.Class, res.Err)
+			if res.Class != tt.class || res.Err == nil {
+				t.Fatalf("class %q err %v, want class %q", res.Class, res.Err, tt.class)
+			}
+			if tt.is != nil && !errors.Is(res.Err, tt.is) {
+				t.Errorf("err %v, want errors.Is %v", res.Err, tt.is)
+			}
+			if tt.msg != "" && !strings.Contains(res.Err.Error(), tt.msg) {
+				t.Errorf("err %q, want it to contain %q", res.Err, tt.msg)
+			}
+			if res.E2E <= 0 {
+				t.Errorf("E2E = %v, want the time to the failure", res.E2E)
+			}
+		})
 	}
 }
-
-// readModes are the two ways an HTTP/1.1 body is read: pushed from the
-// socket's readiness callback (the default) and pulled by blocking reads.
-var readModes = []struct {
-	name string
-	pull bool
-}{{"push", false}, {"pull", true}}
 
 func TestStreamConnectFailures(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -344,24 +304,21 @@ func TestStreamSuccessEndings(t *testing.T) {
 		{name: "crlf and comments", events: []string{": ping\r\n\r\n", strings.ReplaceAll(chunk("a", ""), "\n", "\r\n"), chunk("b", "stop"), "data:[DONE]\r\n\r\n"}},
 	}
 	for _, tt := range tests {
-		for _, mode := range readModes {
-			t.Run(tt.name+"/"+mode.name, func(t *testing.T) {
-				t.Parallel()
-				srv := httptest.NewServer(writeEvents(tt.events...))
-				defer srv.Close()
-				c := mustNew(t, newConfig(srv.URL))
-				c.pull = mode.pull
-				for i := range 2 {
-					res := c.Stream(t.Context(), userRequest("hi"))
-					if !res.OK() || res.Text != "ab" || res.OutputTokens != 2 || res.UsageReported {
-						t.Fatalf("request %d: class %q err %v text %q out %d", i, res.Class, res.Err, res.Text, res.OutputTokens)
-					}
-					if i == 1 && !res.ConnReused {
-						t.Errorf("request %d: a new connection; want the first one, whose body was read to its end", i)
-					}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(writeEvents(tt.events...))
+			defer srv.Close()
+			c := mustNew(t, newConfig(srv.URL))
+			for i := range 2 {
+				res := c.Stream(t.Context(), userRequest("hi"))
+				if !res.OK() || res.Text != "ab" || res.OutputTokens != 2 || res.UsageReported {
+					t.Fatalf("request %d: class %q err %v text %q out %d", i, res.Class, res.Err, res.Text, res.OutputTokens)
 				}
-			})
-		}
+				if i == 1 && !res.ConnReused {
+					t.Errorf("request %d: a new connection; want the first one, whose body was read to its end", i)
+				}
+			}
+		})
 	}
 }
 
@@ -739,17 +696,14 @@ func TestStreamNoPanicOnGarbage(t *testing.T) {
 func TestConnectionReusedAfterDone(t *testing.T) {
 	srv := httptest.NewServer(writeEvents(chunk("a", "stop"), doneEvent))
 	defer srv.Close()
-	for _, mode := range readModes {
-		c := mustNew(t, newConfig(srv.URL))
-		c.pull = mode.pull
-		for i := range 3 {
-			res := c.Stream(t.Context(), userRequest("hi"))
-			if !res.OK() {
-				t.Fatal(res.Err)
-			}
-			if i > 0 && !res.ConnReused {
-				t.Errorf("%s: request %d did not reuse the connection", mode.name, i)
-			}
+	c := mustNew(t, newConfig(srv.URL))
+	for i := range 3 {
+		res := c.Stream(t.Context(), userRequest("hi"))
+		if !res.OK() {
+			t.Fatal(res.Err)
+		}
+		if i > 0 && !res.ConnReused {
+			t.Errorf("request %d did not reuse the connection", i)
 		}
 	}
 }

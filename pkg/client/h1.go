@@ -154,7 +154,6 @@ func (t *h1Transport) appendHead(dst []byte, extra map[string]string, n int) ([]
 // h1Conn is one pooled connection with its read buffer.
 type h1Conn struct {
 	conn   net.Conn
-	rc     syscall.RawConn // conn's file descriptor when it is plain TCP: bodies are pushed
 	br     *bufio.Reader
 	cr     countingReader
 	head   []byte // scratch for request heads
@@ -200,11 +199,6 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 		conn = tc
 	}
 	c := &h1Conn{conn: conn}
-	if sc, ok := conn.(syscall.Conn); ok { // not TLS
-		if rc, err := sc.SyscallConn(); err == nil {
-			c.rc = rc
-		}
-	}
 	c.cr.r = conn
 	c.br = bufio.NewReaderSize(&c.cr, readBufferSize)
 	return c, nil

@@ -26,7 +26,6 @@ var doneData = []byte("[DONE]")
 type streamState struct {
 	rd    *sse.Reader
 	body  timedBody
-	push  pushBody // the socket buffer when the body is pushed (push_unix.go)
 	chunk wireChunk
 	dec   chunkDecoder
 }
@@ -128,7 +127,6 @@ type run struct {
 	chunks          int // content chunks
 	last            time.Time
 	finished        bool
-	draining        bool // [DONE] came: the outcome is recorded, the body's end is read
 }
 
 // Stream sends req and reads the streamed response to its end, measuring it.
@@ -277,10 +275,6 @@ func (r *run) do(ctx context.Context, req *Request) {
 		r.fail(time.Now(), fmt.Errorf("%w: %s", ErrNotStreamed, msg), ClassProtocol, "read stream")
 		return
 	}
-	if x != nil && x.body == &x.c.chunks && x.c.rc != nil && !c.pull {
-		r.readPush(st, x)
-		return
-	}
 	st.rd.Reset(&st.body)
 	r.read(st)
 }
@@ -324,42 +318,30 @@ func (r *run) readMessage(body io.Reader) string {
 	return r.c.redact(errorMessage(b))
 }
 
-// read consumes the event stream with blocking reads.
+// read consumes the event stream.
 func (r *run) read(st *streamState) {
 	for {
 		ev, err := st.rd.Next()
-		if r.step(st, ev, err, time.Now()) {
-			if r.draining {
-				r.drain(st)
+		now := time.Now()
+		if err != nil {
+			r.end(st, ev, err, now)
+			return
+		}
+		done, err := r.event(st, ev, now)
+		if err != nil {
+			var se *StreamError
+			if errors.As(err, &se) {
+				r.res.ServerMessage = se.Message
 			}
+			r.fail(now, err, ClassProtocol, "read stream")
+			return
+		}
+		if done {
+			r.succeed(now)
+			r.drain(st)
 			return
 		}
 	}
-}
-
-// step handles what the SSE reader's Next returned at instant now. It
-// reports whether the request's outcome is decided: an error, the end of
-// the stream or [DONE] (then r.draining is set: the body's end remains).
-func (r *run) step(st *streamState, ev sse.Event, err error, now time.Time) bool {
-	if err != nil {
-		r.end(st, ev, err, now)
-		return true
-	}
-	done, err := r.event(st, ev, now)
-	if err != nil {
-		var se *StreamError
-		if errors.As(err, &se) {
-			r.res.ServerMessage = se.Message
-		}
-		r.fail(now, err, ClassProtocol, "read stream")
-		return true
-	}
-	if done {
-		r.succeed(now)
-		r.draining = true
-		return true
-	}
-	return false
 }
 
 // end handles the error that ended the event stream.
