@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/pkg/client"
+	"github.com/fleetbench/fleetbench/pkg/openai"
+	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
@@ -270,6 +273,51 @@ func TestNaturalStopReachesTheSimulator(t *testing.T) {
 			if finishes[tt.finish] == 0 || len(finishes) != 1 {
 				t.Errorf("finish reasons %v, want only %q", finishes, tt.finish)
 			}
+		})
+	}
+}
+
+// TestSimNaturalStop: the standalone simulator generates to max_tokens
+// (as a model does with ignore_eos) unless it is started with
+// --natural-stop. The client sends only the cap of 4,000 (--natural-stop
+// on run), far above the ~880-token natural answers.
+func TestSimNaturalStop(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		finish string
+	}{
+		{"to max_tokens", nil, "length"},
+		{"natural stop", []string{"--natural-stop"}, "stop"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := freeAddr(t)
+			ctx, stop := context.WithCancel(t.Context())
+			done := make(chan int, 1)
+			go func() {
+				code, _, _ := runCommand(ctx, append([]string{"--log-level", "error", "sim", "--listen", addr, "--time-scale", "200"}, tt.args...)...)
+				done <- code
+			}()
+			t.Cleanup(func() { stop(); <-done })
+			c, err := client.New(client.Config{BaseURL: "http://" + addr, Model: sim.DefaultModel, MaxTokens: 4000}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var res *client.Result
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				res = c.Stream(t.Context(), &client.Request{Messages: []openai.Message{{Role: openai.RoleUser, Content: "summarize the document"}}})
+				if res.Class != client.ClassConnect || time.Now().After(deadline) {
+					break
+				}
+			}
+			if !res.OK() || res.FinishReason != tt.finish {
+				t.Fatalf("class %q err %v finish %q after %d tokens; want finish %q", res.Class, res.Err, res.FinishReason, res.OutputTokens, tt.finish)
+			}
+			if tt.finish == "stop" && res.OutputTokens >= 4000 || tt.finish == "length" && res.OutputTokens != 4000 {
+				t.Errorf("%d output tokens with finish %q", res.OutputTokens, res.FinishReason)
+			}
+			t.Logf("finish %q after %d tokens", res.FinishReason, res.OutputTokens)
 		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 // profile's values.
 type simFlags struct {
 	profile, listen, router, model                                     string
-	listProfiles, coldStart                                            bool
+	listProfiles, coldStart, naturalStop                               bool
 	replicas, blockSize, kvBlocks, maxBatch, maxNumTokens, maxModelLen int
 	outputMean                                                         int
 	timeScale, overlapWeight, temperature                              float64
@@ -51,7 +51,8 @@ func (c *cli) simCmd() *cobra.Command {
 	fs.IntVar(&f.maxBatch, "max-batch", 0, "max running sequences per worker (default: the profile's)")
 	fs.IntVar(&f.maxNumTokens, "max-num-tokens", 0, "token budget per engine step (default: the profile's)")
 	fs.IntVar(&f.maxModelLen, "max-model-len", 0, "max prompt+completion tokens (default: the profile's)")
-	fs.IntVar(&f.outputMean, "output-mean", 0, "mean natural completion length in tokens (default 250)")
+	fs.IntVar(&f.outputMean, "output-mean", 0, "mean natural completion length in tokens (default: the profile's)")
+	fs.BoolVar(&f.naturalStop, "natural-stop", false, "end answers at their natural length (log-normal, --output-mean) below max_tokens; by default they run to max_tokens, as with ignore_eos")
 	fs.Float64Var(&f.overlapWeight, "overlap-weight", sim.DefaultOverlapWeight, "kv router: weight of blocks to prefill against decode blocks")
 	fs.Float64Var(&f.temperature, "router-temperature", 0, "kv router: softmax temperature (0 picks the cheapest worker)")
 	fs.DurationVar(&f.eventDelay, "event-delay", sim.DefaultEventDelay, "kv router: delay of KV block events (simulated time)")
@@ -105,6 +106,9 @@ func (c *cli) serveSim(ctx context.Context, f simFlags) error {
 		cfg.Output.Mean = f.outputMean
 		cfg.Output.Max = max(cfg.Output.Max, f.outputMean)
 		cfg.Output.Min = min(cfg.Output.Min, f.outputMean)
+	}
+	if f.naturalStop {
+		cfg.Output.UntilMaxTokens = false
 	}
 	if f.model != "" {
 		cfg.Model = f.model
