@@ -98,11 +98,14 @@ func newMetrics() *metrics {
 			Buckets: vllmTTFTBuckets,
 		}, wl),
 		// Dynamo's worker-side in-flight requests (the component's
-		// inflight gauge), per worker: running plus waiting.
+		// inflight gauge), per worker: running plus waiting. Dynamo labels
+		// it with the component's namespace, component and endpoint, which
+		// queries select on (dynamo_component="backend",
+		// dynamo_endpoint="generate"); the worker labels are ours.
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dynamo_component_inflight_requests",
 			Help: "Number of requests currently being processed by the worker.",
-		}, wl),
+		}, append(wl[:3:3], "dynamo_namespace", "dynamo_component", "dynamo_endpoint")),
 		simTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fleetbench_sim_time_to_first_token_simulated_seconds",
 			Help:    "Time to first token in simulated seconds (not divided by the time scale): engine step time from the request joining the worker's queue to its first token. Host load does not stretch it.",
@@ -201,8 +204,13 @@ func (m *metrics) forWorker(model string, w int) *workerMetrics {
 		preemptions:   m.preemptions.With(l),
 		evictions:     m.evictions.With(l),
 		queueTime:     m.queueTime.With(l),
-		inflight:      m.inflight.With(l),
+		inflight: m.inflight.With(prometheus.Labels{"model_name": model, "engine": strconv.Itoa(w), "worker": workerName(w),
+			"dynamo_namespace": dynamoNamespace, "dynamo_component": "backend", "dynamo_endpoint": "generate"}),
 	}
 }
+
+// dynamoNamespace is the Dynamo namespace the simulator's workers report
+// under, as a DynamoGraphDeployment's workers report theirs.
+const dynamoNamespace = "fleetbench-sim"
 
 func workerName(w int) string { return "worker-" + strconv.Itoa(w) }

@@ -66,6 +66,10 @@ dynamo_frontend_requests_total{endpoint="chat_completions",model="` + s.cfg.Mode
 	if err := testutil.CollectAndCompare(s.m.feRequests, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
+	// Dynamo's own query for the requests its backend workers hold.
+	if !strings.Contains(text, `dynamo_component_inflight_requests{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="fleetbench-sim",engine="0"`) {
+		t.Errorf("/metrics lacks dynamo_component_inflight_requests with Dynamo's component labels")
+	}
 	if got := testutil.ToFloat64(s.m.feOutput); got != 30 {
 		t.Errorf("dynamo_frontend_output_tokens_total = %v, want 30", got)
 	}
