@@ -92,8 +92,22 @@ func (d *docChat) runVirtual(t testing.TB, v *Virtual, users, first, n int, each
 // discrete-event simulator: arrivals and steps are on one simulated clock,
 // so the figures are the same on every run and on any host, and the test
 // takes about a second.
-func TestKVStickinessCrossover(t *testing.T) {
-	const batch = 16
+func TestKVStickinessCrossover(t *testing.T) { crossover(t, 16) }
+
+// TestKVStickinessCrossoverCalibrated is the same with the calibrated
+// profile as it is (MaxBatch 64): the crossover comes at 4 x 64 = 256
+// sessions, beyond the published sweep's 120, where kv is still below.
+func TestKVStickinessCrossoverCalibrated(t *testing.T) {
+	cfg, err := ProfileConfig(DefaultProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crossover(t, cfg.Engine.MaxBatch)
+}
+
+// crossover checks kv against round robin at half the fleet's batch
+// capacity (4 workers x batch) and at the full capacity.
+func crossover(t *testing.T, batch int) {
 	wl := newDocChat(10, 3000)
 	wl.maxTokens = 200
 	type outcome struct {
