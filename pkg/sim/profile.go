@@ -96,7 +96,7 @@ var profiles = []Profile{
 	},
 	{
 		Name:        "llama-3.1-70b-fp8-h200",
-		Description: "Llama 3.1 70B FP8 on 1x H200 141GB, TensorRT-LLM (derived from the H200's data sheet with the calibrated profile's efficiencies; not calibrated)",
+		Description: "Llama 3.1 70B FP8 on 1x H200 141GB, TensorRT-LLM (derived from the H200's data sheet with the calibrated profile's efficiencies; not calibrated; no frontend time, TTFT is the engine's alone)",
 		Model:       "meta-llama/Llama-3.1-70B-Instruct-FP8",
 		Replicas:    3,
 		Engine: EngineConfig{
@@ -121,7 +121,7 @@ var profiles = []Profile{
 	},
 	{
 		Name:        "llama-3.1-8b-fp8-l4",
-		Description: "Llama 3.1 8B FP8 on 1x L4 24GB, vLLM (derived from the L4's data sheet with the calibrated profile's efficiencies; not calibrated)",
+		Description: "Llama 3.1 8B FP8 on 1x L4 24GB, vLLM (derived from the L4's data sheet with the calibrated profile's efficiencies; not calibrated; no frontend time, TTFT is the engine's alone)",
 		Model:       "meta-llama/Llama-3.1-8B-Instruct-FP8",
 		Replicas:    8,
 		Engine: EngineConfig{
