@@ -88,7 +88,7 @@ test: lint check-generate kube-build e2e-image prometheus chromium ## run every 
 	FLEETBENCH_SOAK=short $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v .
 	@# The simulator's calibration, short variant, alone: its latencies are
 	@# wall clock and must not share the CPU with the suite above.
-	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^TestCalibrate(Simulated)?$$' ./pkg/calibrate/
+	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^(TestCalibrate(Simulated)?|TestSaturation)$$' ./pkg/calibrate/
 
 .PHONY: prometheus
 prometheus: ## install Debian's prometheus package for the real Prometheus test, unless present (its service is not started)
@@ -134,7 +134,7 @@ soak: ## 8,000 sessions for 16 minutes through faults: agent kill -9, a cut conn
 
 .PHONY: calibrate
 calibrate: ## run the published Dynamo sweep on the simulator and compare every cell, in wall time and in simulated time (~15 min)
-	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^TestCalibrate(Simulated)?$$' -v ./pkg/calibrate/
+	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^(TestCalibrate(Simulated)?|TestSaturation)$$' -v ./pkg/calibrate/
 
 .PHONY: demo
 demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~3 min)

@@ -201,3 +201,57 @@ func envOverrides(o *Options, sweeps *int) error {
 	}
 	return nil
 }
+
+// TestSaturation plays the published workload on sim.Virtual beyond the
+// published levels, up to the fleet's batch capacity (4 replicas x 64
+// sequences = 256 sessions), and prints requests per second at each level:
+// the publication stops at 120 sessions, where it reports ~5.2 requests/s
+// and calls the deployment saturated, so how the simulator continues past
+// it is stated here rather than fitted. It checks that the curve
+// flattens: each level adds less throughput per added session than the
+// one before it, and 256 sessions (2.1x 120) give less than 1.5x the
+// requests per second of 120. One sweep, simulated time, a few seconds.
+func TestSaturation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine and ~7x slower under the race detector; make test runs it without")
+	}
+	pub, err := LoadPublished(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := []int{20, 60, 120, 160, 200, 256}
+	o := Options{
+		Profile: pub.Profile, Levels: levels,
+		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
+		Warmup: 60 * time.Second, Window: 300 * time.Second, Prime: 120 * time.Second,
+		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
+	}
+	pts, _, err := RunSweeps(t.Context(), o, 1, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rps := map[sim.Mode]map[int]float64{}
+	var sb strings.Builder
+	for _, p := range pts {
+		if rps[p.Mode] == nil {
+			rps[p.Mode] = map[int]float64{}
+		}
+		rps[p.Mode][p.Sessions] = p.RPS
+		fmt.Fprintf(&sb, "%-12s %4d sessions: %.2f requests/s, TTFT p50 %v p95 %v\n", p.Mode, p.Sessions, p.RPS,
+			p.TTFTP50.Round(time.Millisecond), p.TTFTP95.Round(time.Millisecond))
+	}
+	t.Logf("simulated time, one sweep (seed 1); published: ~5.2 requests/s at 120 sessions, nothing beyond\n%s", sb.String())
+	for mode, r := range rps {
+		for i := 2; i < len(levels); i++ {
+			a, b, c := levels[i-2], levels[i-1], levels[i]
+			before := (r[b] - r[a]) / float64(b-a)
+			after := (r[c] - r[b]) / float64(c-b)
+			if after >= before {
+				t.Errorf("%s: %.4f requests/s per session from %d to %d sessions, %.4f from %d to %d: want the gain to shrink", mode, after, b, c, before, a, b)
+			}
+		}
+		if r[256] >= 1.5*r[120] {
+			t.Errorf("%s: %.2f requests/s at 256 sessions, %.2f at 120: want less than 1.5x", mode, r[256], r[120])
+		}
+	}
+}
