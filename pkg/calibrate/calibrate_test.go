@@ -3,11 +3,13 @@ package calibrate
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 )
 
@@ -70,6 +72,14 @@ func TestCalibrate(t *testing.T) {
 	} else if os.Getenv("FLEETBENCH_CALIBRATE") != "short" {
 		t.Skip("set FLEETBENCH_CALIBRATE=short (make test runs it alone) or full (make calibrate)")
 	}
+	// The collector's target of the fleetbench commands (main calls
+	// load.TuneGC): at the default of 100 the three sweeps' clients and
+	// simulators collect four times as often, and every pause is
+	// multiplied by the time scale.
+	before := debug.SetGCPercent(100)
+	debug.SetGCPercent(before)
+	load.TuneGC()
+	t.Cleanup(func() { debug.SetGCPercent(before) })
 	if s := os.Getenv("FLEETBENCH_CALIBRATE_SCALE"); s != "" {
 		if o.TimeScale, err = strconv.ParseFloat(s, 64); err != nil {
 			t.Fatal(err)
