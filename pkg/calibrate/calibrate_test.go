@@ -125,19 +125,7 @@ func TestCalibrate(t *testing.T) {
 // ~7x slower, so it is skipped there: `make test` runs it after the
 // race-detected suite with the short wall-clock calibration.
 func TestCalibrateSimulated(t *testing.T) {
-	if raceEnabled {
-		t.Skip("single-goroutine and ~7x slower under the race detector; make test runs it without")
-	}
-	pub, err := LoadPublished(published)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := Options{
-		Profile: pub.Profile, Levels: []int{20, 60, 120},
-		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
-		Warmup: 60 * time.Second, Window: 300 * time.Second, Prime: 120 * time.Second,
-		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
-	}
+	pub, o := simulatedRun(t, []int{20, 60, 120})
 	tol := Tolerance{TTFT: 0.25, HitPoints: 0.03, Saturation: 0.20}
 	if os.Getenv("FLEETBENCH_CALIBRATE") == "full" {
 		o.Levels = nil
@@ -222,20 +210,8 @@ func envOverrides(o *Options, sweeps *int) error {
 // one before it, and 256 sessions (2.1x 120) give less than 1.5x the
 // requests per second of 120. One sweep, simulated time, a few seconds.
 func TestSaturation(t *testing.T) {
-	if raceEnabled {
-		t.Skip("single-goroutine and ~7x slower under the race detector; make test runs it without")
-	}
-	pub, err := LoadPublished(published)
-	if err != nil {
-		t.Fatal(err)
-	}
 	levels := []int{20, 60, 120, 160, 200, 256}
-	o := Options{
-		Profile: pub.Profile, Levels: levels,
-		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
-		Warmup: 60 * time.Second, Window: 300 * time.Second, Prime: 120 * time.Second,
-		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
-	}
+	_, o := simulatedRun(t, levels)
 	pts, _, err := RunSweeps(t.Context(), o, 1, true, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -263,5 +239,28 @@ func TestSaturation(t *testing.T) {
 		if r[256] >= 1.5*r[120] {
 			t.Errorf("%s: %.2f requests/s at 256 sessions, %.2f at 120: want less than 1.5x", mode, r[256], r[120])
 		}
+	}
+}
+
+// simulatedRun loads the published sweep and returns the options that play
+// its workload on sim.Virtual at levels with the publication's procedure
+// (primed, 60 s warm-up, 300 s windows), both modes, seed 1. Such a run is
+// one goroutine with nothing to race, and the race detector makes it ~7x
+// slower, so the test is skipped there: `make test` runs it after the
+// race-detected suite with the short wall-clock calibration.
+func simulatedRun(t *testing.T, levels []int) (*Published, Options) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("single-goroutine and ~7x slower under the race detector; make test runs it without")
+	}
+	pub, err := LoadPublished(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, Options{
+		Profile: pub.Profile, Levels: levels,
+		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
+		Warmup: 60 * time.Second, Window: 300 * time.Second, Prime: 120 * time.Second,
+		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
 	}
 }
