@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,8 +17,9 @@ import (
 // and mode (Average). The publication's table is the average of three
 // sweeps, so its cells are compared with an average too. With virtual set
 // the sweeps play one after another on sim.Virtual (seconds each);
-// otherwise they run at the same time over HTTP, each on simulators of
-// its own, so that three sweeps take the wall time of one.
+// otherwise they run at the same time over HTTP, and so do each sweep's
+// modes, each on a simulator of its own, so that three sweeps of two
+// modes take the wall time of one mode's levels.
 func RunSweeps(ctx context.Context, o Options, n int, virtual bool, logger hclog.Logger) (avg []Point, sweeps [][]Point, err error) {
 	if n < 1 {
 		return nil, nil, fmt.Errorf("run sweeps: %d sweeps, want at least 1", n)
@@ -39,23 +41,39 @@ func RunSweeps(ctx context.Context, o Options, n int, virtual bool, logger hclog
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// One run per sweep and mode, all at once: each mode's levels play in
+	// order on a simulator of its own, as they would one after the other.
+	runs := make([][][]Point, n)
+	runErrs := make([][]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		so := o
-		so.Seed = o.Seed + int64(i)
-		wg.Go(func() {
-			sweeps[i], errs[i] = Run(ctx, so, logger.Named(fmt.Sprintf("sweep%d", i+1)))
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("sweep %d (seed %d): %w", i+1, so.Seed, errs[i])
-				cancel() // one failed sweep fails the calibration: stop the others
-			}
-		})
+		runs[i] = make([][]Point, len(o.Modes))
+		runErrs[i] = make([]error, len(o.Modes))
+		for j, m := range o.Modes {
+			so := o
+			so.Seed, so.Modes = o.Seed+int64(i), []sim.Mode{m}
+			wg.Go(func() {
+				pts, err := Run(ctx, so, logger.Named(fmt.Sprintf("sweep%d", i+1)).Named(string(m)))
+				runs[i][j] = pts
+				if err != nil {
+					runErrs[i][j] = fmt.Errorf("sweep %d (seed %d): %w", i+1, so.Seed, err)
+					cancel() // one failed sweep fails the calibration: stop the others
+				}
+			})
+		}
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, sweeps, err
+	var first error // the cause, not the cancellation it caused elsewhere
+	for i := range n {
+		for j, pts := range runs[i] {
+			sweeps[i] = append(sweeps[i], pts...)
+			if e := runErrs[i][j]; e != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(e, context.Canceled)) {
+				first = e
+			}
 		}
+	}
+	if first != nil {
+		return nil, sweeps, first
 	}
 	return Average(sweeps), sweeps, nil
 }
