@@ -37,3 +37,54 @@ func TestCompareMinP95Turns(t *testing.T) {
 		t.Errorf("no minimum: %q, want the p95 out", bad)
 	}
 }
+
+// TestSLARange: on the published sweep (kv p95 330, 325, 385, 400, 417,
+// 448 ms at 20-70 sessions; round robin 427 ms at 20, against 400) a band
+// of 0 accepts only the published breakpoints, kv 50 and round robin none;
+// a 5% band accepts kv 30-60 (385, 400 and 417 are within 5% of 400) and
+// still only none for round robin (427 is 6.75% over). Compare marks a
+// breakpoint outside the range and passes one inside.
+func TestSLARange(t *testing.T) {
+	pub, err := LoadPublished(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode   sim.Mode
+		band   float64
+		lo, hi int
+	}{
+		{sim.ModeKV, 0, 50, 50},
+		{sim.ModeRoundRobin, 0, 0, 0},
+		{sim.ModeKV, 0.05, 30, 60},
+		{sim.ModeRoundRobin, 0.05, 0, 0},
+	} {
+		if lo, hi := pub.SLARange(c.mode, c.band); lo != c.lo || hi != c.hi {
+			t.Errorf("%s, band %v: %d-%d, want %d-%d", c.mode, c.band, lo, hi, c.lo, c.hi)
+		}
+	}
+	// kv's p95 at 50 sessions above the SLA moves its breakpoint to 40;
+	// round robin's p95 is the published one at every level.
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	var pts []Point
+	for _, l := range pub.Levels {
+		kv := l.KVP95
+		if l.Sessions == 50 {
+			kv = 410
+		}
+		pts = append(pts, Point{Sessions: l.Sessions, Mode: sim.ModeKV, TTFTP50: ms(l.KVP50), TTFTP95: ms(kv)},
+			Point{Sessions: l.Sessions, Mode: sim.ModeRoundRobin, TTFTP50: ms(l.RRP50), TTFTP95: ms(l.RRP95)})
+	}
+	tol := Tolerance{TTFT: 0.25, HitPoints: 1, Saturation: 10, SLA: true}
+	if bad := Compare(io.Discard, pub, pts, tol); len(bad) != 1 || !strings.Contains(bad[0], "up to 40 sessions, published 50") {
+		t.Errorf("band 0, kv holding up to 40: %q, want the kv breakpoint out", bad)
+	}
+	tol.SLABand = 0.05
+	if bad := Compare(io.Discard, pub, pts, tol); len(bad) != 0 {
+		t.Errorf("5%% band, kv holding up to 40: %q, want it accepted", bad)
+	}
+	pts[0].TTFTP95 = ms(401) // kv at 20 sessions: holds none
+	if bad := Compare(io.Discard, pub, pts, tol); len(bad) != 1 || !strings.Contains(bad[0], "up to none sessions") {
+		t.Errorf("5%% band, kv holding none: %q, want the kv breakpoint out", bad)
+	}
+}

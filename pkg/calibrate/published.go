@@ -74,6 +74,12 @@ type Tolerance struct {
 	// SLA checks the highest level each mode holds at the published SLA;
 	// it needs the published levels up to the breakpoint.
 	SLA bool
+	// SLABand, with SLA, is how close to the SLA a published p95 may be
+	// and still not decide the breakpoint (relative, 0.05 is 5%): a level
+	// whose published p95 is at most SLA x (1 - SLABand) must be held, one
+	// above SLA x (1 + SLABand) must not, and those between may go either
+	// way (SLARange). At 0 the breakpoint must equal the published one.
+	SLABand float64
 	// MinP95Turns, when set, checks a cell's TTFT p95 only when it holds
 	// at least that many turns: below, the p95 rests on a handful of
 	// turns above it (at 20 sessions, whether a few cold first turns fall
@@ -144,16 +150,45 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 	fmt.Fprintln(w)
 	pubHold := map[sim.Mode]int{sim.ModeKV: pub.SLASessions.KV, sim.ModeRoundRobin: pub.SLASessions.RR}
 	for _, m := range []sim.Mode{sim.ModeKV, sim.ModeRoundRobin} {
-		mark := ""
+		mark, band := "", ""
 		if tol.SLA {
-			mark = check(hold[m] == pubHold[m], "%s: holds the %.0f ms p95 SLA up to %s sessions, published %s", m, pub.SLAP95, none(hold[m]), none(pubHold[m]))
+			lo, hi := pub.SLARange(m, tol.SLABand)
+			if lo != hi {
+				band = fmt.Sprintf(" (published p95 within %.0f%% of the SLA up to %s: %s-%s accepted)", tol.SLABand*100, none(hi), none(lo), none(hi))
+			}
+			mark = check(hold[m] >= lo && hold[m] <= hi, "%s: holds the %.0f ms p95 SLA up to %s sessions, published %s", m, pub.SLAP95, none(hold[m]), none(pubHold[m]))
 		}
-		fmt.Fprintf(w, "SLA p95 <= %.0f ms  %-12s simulated holds up to %s, published %s%s\n", pub.SLAP95, m, none(hold[m]), none(pubHold[m]), mark)
+		fmt.Fprintf(w, "SLA p95 <= %.0f ms  %-12s simulated holds up to %s, published %s%s%s\n", pub.SLAP95, m, none(hold[m]), none(pubHold[m]), band, mark)
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(w, "\n%d figure(s) out of tolerance:\n  %s\n", len(bad), strings.Join(bad, "\n  "))
 	}
 	return bad
+}
+
+// SLARange returns the lowest and highest breakpoint (0: none) that mode
+// may have at the published SLA when published p95s within band of it
+// (relative) do not decide it: the held levels must include the leading
+// levels whose published p95 is at most SLA x (1 - band), and must stop
+// before the first one above SLA x (1 + band). With band 0 both are the
+// published breakpoint.
+func (p *Published) SLARange(mode sim.Mode, band float64) (lo, hi int) {
+	under, over := true, false
+	for _, l := range p.Levels {
+		_, p95, _ := p.ttft(l.Sessions, mode)
+		if under && p95 <= p.SLAP95*(1-band) {
+			lo = l.Sessions
+		} else {
+			under = false
+		}
+		if p95 > p.SLAP95*(1+band) {
+			over = true
+		}
+		if !over {
+			hi = l.Sessions
+		}
+	}
+	return lo, hi
 }
 
 // Holds returns, per mode, the highest level up to which every published
