@@ -28,8 +28,7 @@ const published = "testdata/dynamo-llama-3.1-70b-fp8-h100-tp2.json"
 // clock, so it must not share the CPU with the race-detected suite):
 // levels 20, 60 and 120, one run, time scale 10, a 30 s warm-up and 120 s
 // windows (simulated), the two modes at once, about one minute of wall
-// time. Without the
-// variable the test is skipped. Short windows hold two to seven hundred
+// time. Without the variable the test is skipped. Short windows hold two to seven hundred
 // turns (with 60 s windows, 100 turns at 20 sessions put round robin's p95
 // anywhere from 1.36 to 1.50 times the published figure from run to run)
 // and a loaded host stretches them, so it checks looser tolerances: TTFT
@@ -42,9 +41,9 @@ const published = "testdata/dynamo-llama-3.1-70b-fp8-h100-tp2.json"
 // FLEETBENCH_CALIBRATE=full (make calibrate) runs every published level in
 // both modes with the publication's 60 s warm-up and 300 s windows and the
 // issue's tolerances: TTFT +-25%, hit rates 3 points, saturation +-20%,
-// and the SLA breakpoints within a 5% band (see below), at time scale 4 (about 14 minutes; with 180 s
-// windows at time scale 6, ~290 turns at 20 sessions made kv's p95 a
-// coarse figure). Like the publication it averages three sweeps (seeds
+// and the SLA breakpoints within a 5% band (see below), at time scale 4
+// (about 14 minutes; with 180 s windows at time scale 6, ~290 turns at 20
+// sessions made kv's p95 a coarse figure). Like the publication it averages three sweeps (seeds
 // Seed, Seed+1, Seed+2); the sweeps and their two modes run at the same
 // time, six simulators, which at time scale 4 load the host as three at 8
 // did while every millisecond the host adds counts half as much.

@@ -1,6 +1,8 @@
 package calibrate
 
 import (
+	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -86,5 +88,19 @@ func TestSLARange(t *testing.T) {
 	pts[0].TTFTP95 = ms(401) // kv at 20 sessions: holds none
 	if bad := Compare(io.Discard, pub, pts, tol); len(bad) != 1 || !strings.Contains(bad[0], "up to none sessions") {
 		t.Errorf("5%% band, kv holding none: %q, want the kv breakpoint out", bad)
+	}
+}
+
+// TestRunSweepsError: a run that cannot start fails RunSweeps with its own
+// error, named by sweep and mode, and no averaged points.
+func TestRunSweepsError(t *testing.T) {
+	o := Options{Profile: "no-such-profile", TimeScale: 10, Levels: []int{1},
+		Modes: []sim.Mode{sim.ModeKV, sim.ModeRoundRobin}, Window: time.Second, Seed: 1}
+	avg, _, err := RunSweeps(t.Context(), o, 2, false, nil)
+	if err == nil || avg != nil {
+		t.Fatalf("RunSweeps = %v, %v; want an error and no points", avg, err)
+	}
+	if !strings.Contains(err.Error(), "no-such-profile") || !strings.Contains(err.Error(), "sweep ") || errors.Is(err, context.Canceled) {
+		t.Errorf("error %q: want the failing run's own error, named by sweep", err)
 	}
 }

@@ -154,7 +154,7 @@ func Compare(w io.Writer, pub *Published, pts []Point, tol Tolerance) []string {
 		if tol.SLA {
 			lo, hi := pub.SLARange(m, tol.SLABand)
 			if lo != hi {
-				band = fmt.Sprintf(" (published p95 within %.0f%% of the SLA up to %s: %s-%s accepted)", tol.SLABand*100, none(hi), none(lo), none(hi))
+				band = fmt.Sprintf(" (%s-%s accepted: published p95s within %.0f%% of the SLA do not decide it)", none(lo), none(hi), tol.SLABand*100)
 			}
 			mark = check(hold[m] >= lo && hold[m] <= hi, "%s: holds the %.0f ms p95 SLA up to %s sessions, published %s", m, pub.SLAP95, none(hold[m]), none(pubHold[m]))
 		}

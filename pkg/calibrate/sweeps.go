@@ -2,7 +2,6 @@ package calibrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,13 +27,12 @@ func RunSweeps(ctx context.Context, o Options, n int, virtual bool, logger hclog
 		logger = hclog.NewNullLogger()
 	}
 	sweeps = make([][]Point, n)
-	errs := make([]error, n)
 	if virtual {
 		for i := range n {
 			so := o
 			so.Seed = o.Seed + int64(i)
-			if sweeps[i], errs[i] = RunVirtual(ctx, so); errs[i] != nil {
-				return nil, sweeps, fmt.Errorf("sweep %d (seed %d): %w", i+1, so.Seed, errs[i])
+			if sweeps[i], err = RunVirtual(ctx, so); err != nil {
+				return nil, sweeps, fmt.Errorf("sweep %d (seed %d): %w", i+1, so.Seed, err)
 			}
 		}
 		return Average(sweeps), sweeps, nil
@@ -43,12 +41,16 @@ func RunSweeps(ctx context.Context, o Options, n int, virtual bool, logger hclog
 	defer cancel()
 	// One run per sweep and mode, all at once: each mode's levels play in
 	// order on a simulator of its own, as they would one after the other.
+	// The first run to fail stops the others and its error is the one
+	// returned, not the cancellations it caused.
 	runs := make([][][]Point, n)
-	runErrs := make([][]error, n)
-	var wg sync.WaitGroup
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
 	for i := range n {
 		runs[i] = make([][]Point, len(o.Modes))
-		runErrs[i] = make([]error, len(o.Modes))
 		for j, m := range o.Modes {
 			so := o
 			so.Seed, so.Modes = o.Seed+int64(i), []sim.Mode{m}
@@ -56,20 +58,20 @@ func RunSweeps(ctx context.Context, o Options, n int, virtual bool, logger hclog
 				pts, err := Run(ctx, so, logger.Named(fmt.Sprintf("sweep%d", i+1)).Named(string(m)))
 				runs[i][j] = pts
 				if err != nil {
-					runErrs[i][j] = fmt.Errorf("sweep %d (seed %d): %w", i+1, so.Seed, err)
-					cancel() // one failed sweep fails the calibration: stop the others
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("sweep %d (seed %d), %s: %w", i+1, so.Seed, m, err)
+					}
+					mu.Unlock()
+					cancel()
 				}
 			})
 		}
 	}
 	wg.Wait()
-	var first error // the cause, not the cancellation it caused elsewhere
 	for i := range n {
-		for j, pts := range runs[i] {
+		for _, pts := range runs[i] {
 			sweeps[i] = append(sweeps[i], pts...)
-			if e := runErrs[i][j]; e != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(e, context.Canceled)) {
-				first = e
-			}
 		}
 	}
 	if first != nil {
