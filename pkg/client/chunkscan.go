@@ -59,6 +59,12 @@ func (ks *keySet) hasLen(n int) bool { return n < 64 && ks.lens&(1<<n) != 0 }
 type scanner struct {
 	b []byte
 	i int
+	// The token strings decoded (content, reasoning_content, reasoning,
+	// text; null ones not counted) and the last one's span and field, for
+	// chunkShape.
+	tokens           int
+	tokStart, tokEnd int
+	tokKind          tokenKind
 }
 
 // parseFast decodes data into c, which must have been reset, and reports
@@ -66,6 +72,15 @@ type scanner struct {
 // before encoding/json decodes data into it.
 func (c *wireChunk) parseFast(data []byte) bool {
 	s := scanner{b: data}
+	ok := c.scan(&s)
+	if ok && s.tokens == 1 && len(c.Choices) == 1 {
+		c.shape.learn(data, s.tokStart, s.tokEnd, s.tokKind)
+	}
+	return ok
+}
+
+// scan is parseFast's decode.
+func (c *wireChunk) scan(s *scanner) bool {
 	s.space()
 	ok := s.object(chunkKeys, func(key []byte) bool {
 		switch string(key) {
@@ -117,15 +132,15 @@ func (s *scanner) choices(c *wireChunk) bool {
 				return s.object(deltaKeys, func(key []byte) bool {
 					switch string(key) {
 					case "content":
-						return s.stringField(&d.Content)
+						return s.tokenField(&d.Content, tokenContent)
 					case "reasoning_content":
-						return s.stringField(&d.ReasoningContent)
+						return s.tokenField(&d.ReasoningContent, tokenReasoningContent)
 					default: // reasoning
-						return s.stringField(&d.Reasoning)
+						return s.tokenField(&d.Reasoning, tokenReasoning)
 					}
 				})
 			case "text":
-				return s.stringField(&ch.Text)
+				return s.tokenField(&ch.Text, tokenText)
 			default: // finish_reason
 				return s.stringField(&ch.FinishReason)
 			}
@@ -277,6 +292,20 @@ func (s *scanner) stringField(dst *string) bool {
 	}
 	v, ok := s.str()
 	*dst = v
+	return ok
+}
+
+// tokenField is stringField for the fields that carry a token's text; it
+// counts the strings and keeps the span of the last one.
+func (s *scanner) tokenField(dst *string, k tokenKind) bool {
+	if s.null() {
+		return true
+	}
+	start := s.i
+	v, ok := s.str()
+	*dst = v
+	s.tokens++
+	s.tokStart, s.tokEnd, s.tokKind = start, s.i, k
 	return ok
 }
 

@@ -84,6 +84,8 @@ type wireChunk struct {
 	Choices []wireChoice    `json:"choices"`
 	Usage   *openai.Usage   `json:"usage"`
 	Error   json.RawMessage `json:"error"`
+
+	shape chunkShape // the last fast-path decode's, for match
 }
 
 type wireChoice struct {
@@ -101,6 +103,7 @@ type wireDelta struct {
 // reset clears c for the next decode: encoding/json leaves absent fields and
 // the tails of reused slice elements as they were.
 func (c *wireChunk) reset() {
+	c.shape.ok = false
 	c.Object = c.Object[:0]
 	c.Message, c.Type = "", ""
 	clear(c.Choices[:cap(c.Choices)])
@@ -395,11 +398,14 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 		return true, nil
 	}
 	ch := &st.chunk
-	ch.reset()
-	if !ch.parseFast(data) {
+	// A token chunk shaped as the previous one updates its decode in place.
+	if !ch.match(data) {
 		ch.reset()
-		if err := st.dec.decode(data, ch); err != nil {
-			return false, fmt.Errorf("decode chunk %q: %w", r.c.redact(clean(string(data[:min(len(data), 64)]))), err)
+		if !ch.parseFast(data) {
+			ch.reset()
+			if err := st.dec.decode(data, ch); err != nil {
+				return false, fmt.Errorf("decode chunk %q: %w", r.c.redact(clean(string(data[:min(len(data), 64)]))), err)
+			}
 		}
 	}
 	if serr := r.streamError(ch); serr != nil {

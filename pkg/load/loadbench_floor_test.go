@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,9 @@ func benchFloor(b *testing.B, plan benchPlan) figures {
 	sessions := plan.sessions
 	f := newFloorRun(b, plan)
 	defer f.srv.stop()
+	// FLEETBENCH_BENCH_FLOOR_CPUPROFILE=FILE profiles this client's window,
+	// to set beside fleetbench's (FLEETBENCH_BENCH_CPUPROFILE).
+	f.profile = os.Getenv("FLEETBENCH_BENCH_FLOOR_CPUPROFILE")
 	ctx, cancel := context.WithCancel(b.Context())
 	var wg sync.WaitGroup
 	defer func() {
@@ -91,6 +95,7 @@ type floorRun struct {
 	addr      string
 	window    time.Duration
 	req       []byte
+	profile   string // CPU profile of the window, when set
 	measuring atomic.Bool
 	requests  atomic.Int64
 	mu        sync.Mutex
@@ -121,10 +126,12 @@ func (f *floorRun) record(ttft time.Duration) {
 // measure opens the window for f.window, then returns the figures, named as
 // benchClosedLoop names them.
 func (f *floorRun) measure(b *testing.B) figures {
+	stopProfile := startCPUProfile(f.profile)
 	cpu0, srvCPU0, t0 := cpuTime(), testserve.ProcCPU(f.srv.pid), time.Now()
 	f.measuring.Store(true)
 	time.Sleep(f.window)
 	f.measuring.Store(false)
+	stopProfile()
 	cpu, srvCPU, elapsed := cpuTime()-cpu0, testserve.ProcCPU(f.srv.pid)-srvCPU0, time.Since(t0)
 	n := f.requests.Load()
 	if n == 0 {
