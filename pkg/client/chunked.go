@@ -105,27 +105,9 @@ func (b *chunkedBody) beginChunk() error {
 	if err != nil {
 		return err
 	}
-	if !bytes.HasSuffix(line, []byte("\r")) {
-		return errMalformedChunk // a bare LF
-	}
-	line = line[:len(line)-1]
-	if bytes.IndexByte(line, '\r') >= 0 {
-		return errMalformedChunk
-	}
-	if i := bytes.IndexByte(line, ';'); i >= 0 {
-		line = line[:i] // a chunk extension
-	}
-	line = bytes.TrimRight(line, " \t")
-	if len(line) == 0 || len(line) > 16 {
-		return errMalformedChunk
-	}
-	var size uint64
-	for _, c := range line {
-		v, ok := hexValue(c)
-		if !ok {
-			return errMalformedChunk
-		}
-		size = size<<4 | uint64(v)
+	size, err := chunkSize(line)
+	if err != nil {
+		return err
 	}
 	if size > 0 {
 		b.n = size

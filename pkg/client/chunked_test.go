@@ -23,23 +23,26 @@ func readChunked(in []byte, slow bool) ([]byte, error) {
 	return io.ReadAll(&b)
 }
 
+// chunkedCases are the chunked framings both decoders, chunkedBody and
+// pushBody, are held to.
+var chunkedCases = []struct {
+	name, in, want string
+	err            error // nil: success
+}{
+	{name: "two chunks", in: "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", want: "abcde"},
+	{name: "bare lf", in: "3\nabc\n0\n\n", err: errMalformedChunk},
+	{name: "bare lf after data", in: "3\r\nabc\n0\r\n\r\n", want: "abc", err: errMalformedChunk},
+	{name: "extension and trailer", in: "3;x=y\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", want: "abc"},
+	{name: "upper hex", in: "A\r\n0123456789\r\n0\r\n\r\n", want: "0123456789"},
+	{name: "cut in data", in: "5\r\nab", want: "ab", err: io.ErrUnexpectedEOF},
+	{name: "cut before trailers", in: "1\r\na\r\n0\r\n", want: "a", err: io.ErrUnexpectedEOF},
+	{name: "bad size", in: "zz\r\nab\r\n", err: errMalformedChunk},
+	{name: "missing crlf", in: "1\r\nab\r\n", want: "a", err: errMalformedChunk},
+	{name: "size too long", in: "11111111111111111\r\n", err: errMalformedChunk},
+}
+
 func TestChunkedBody(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-		err            error // nil: success
-	}{
-		{name: "two chunks", in: "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", want: "abcde"},
-		{name: "bare lf", in: "3\nabc\n0\n\n", err: errMalformedChunk},
-		{name: "bare lf after data", in: "3\r\nabc\n0\r\n\r\n", want: "abc", err: errMalformedChunk},
-		{name: "extension and trailer", in: "3;x=y\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", want: "abc"},
-		{name: "upper hex", in: "A\r\n0123456789\r\n0\r\n\r\n", want: "0123456789"},
-		{name: "cut in data", in: "5\r\nab", want: "ab", err: io.ErrUnexpectedEOF},
-		{name: "cut before trailers", in: "1\r\na\r\n0\r\n", want: "a", err: io.ErrUnexpectedEOF},
-		{name: "bad size", in: "zz\r\nab\r\n", err: errMalformedChunk},
-		{name: "missing crlf", in: "1\r\nab\r\n", want: "a", err: errMalformedChunk},
-		{name: "size too long", in: "11111111111111111\r\n", err: errMalformedChunk},
-	}
-	for _, tt := range tests {
+	for _, tt := range chunkedCases {
 		for _, slow := range []bool{false, true} {
 			got, err := readChunked([]byte(tt.in), slow)
 			if string(got) != tt.want || !errors.Is(err, tt.err) {

@@ -734,6 +734,8 @@ func TestStreamBasicAuthFromURL(t *testing.T) {
 		}
 	}
 	want := []string{"Basic YWxpY2U6czNjcmV0", "Bearer configured"}
+	mu.Lock()
+	defer mu.Unlock()
 	if !slices.Equal(got, want) {
 		t.Errorf("Authorization headers %q, want %q", got, want)
 	}

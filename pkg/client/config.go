@@ -99,6 +99,12 @@ type Config struct {
 	// MaxLineBytes bounds one SSE line and one event; default
 	// DefaultMaxLineBytes.
 	MaxLineBytes int
+	// BlockingReads reads every HTTP/1.1 stream on its request's goroutine
+	// with blocking reads. By default, on Linux, plain-HTTP streams are read
+	// by the client's event loops (one per CPU), which handle each token as
+	// its bytes are read instead of waking a goroutine for it; the field
+	// exists to compare the two and as a way back.
+	BlockingReads bool
 }
 
 // Validate reports every problem with c, joined, or nil. It does not read

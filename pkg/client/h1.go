@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -33,6 +34,7 @@ type h1Transport struct {
 	tlsConfig *tls.Config // nil for http://
 	dialer    net.Dialer
 	pool      connPool
+	loops     bool // connections go to the event loops (loop_linux.go)
 }
 
 // headerKV is one request header, its name in canonical form.
@@ -52,6 +54,7 @@ func newH1Transport(cfg Config, u *url.URL, static http.Header, maxConns int) *h
 		dialer: net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: tcpKeepAlive},
 		pool:   connPool{max: maxConns},
 	}
+	t.loops = !cfg.BlockingReads && u.Scheme == "http" && useLoops()
 	if u.Scheme == "https" {
 		t.tlsConfig = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
 	}
@@ -153,6 +156,7 @@ func (t *h1Transport) appendHead(dst []byte, extra map[string]string, n int) ([]
 
 // h1Conn is one pooled connection with its read buffer.
 type h1Conn struct {
+	lc     *loopConn // on an event loop; conn, br and cr are then unused
 	conn   net.Conn
 	br     *bufio.Reader
 	cr     countingReader
@@ -162,11 +166,17 @@ type h1Conn struct {
 }
 
 // close closes the connection.
-func (c *h1Conn) close() { _ = c.conn.Close() }
+func (c *h1Conn) close() {
+	if c.lc != nil {
+		c.lc.close()
+		return
+	}
+	_ = c.conn.Close()
+}
 
 // abort closes the connection from another goroutine, failing the read or
 // write in progress, if any.
-func (c *h1Conn) abort() { _ = c.conn.Close() }
+func (c *h1Conn) abort() { c.close() }
 
 // countingReader counts the bytes read from the connection, so a failure on
 // a reused connection can tell "the server closed it while idle" (nothing
@@ -186,6 +196,11 @@ func (t *h1Transport) dial(ctx context.Context) (*h1Conn, error) {
 	conn, err := t.dialer.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
+	}
+	if t.loops && t.tlsConfig == nil {
+		if lc := detach(conn); lc != nil {
+			return &h1Conn{lc: lc}, nil
+		}
 	}
 	if t.tlsConfig != nil {
 		tc := tls.Client(conn, t.tlsConfig)
@@ -212,7 +227,16 @@ type exchange struct {
 	stop func() bool // unregisters the close-on-cancel hook
 	resp *http.Response
 	body io.Reader // the response body: c.chunks when chunked, else resp.Body
+	// pushed: an event loop read the response (lx); the run holds its
+	// outcome unless aborted says the request's context ended first.
+	pushed, aborted bool
+	lx              *loopExchange
+	noReuse         bool // the request was not all written
 }
+
+// noStop is the exchange's stop for connections on an event loop, which
+// watch the context themselves.
+func noStop() bool { return true }
 
 // maxRetries bounds how often a request is sent again after a reused
 // connection turned out closed by the server before anything was read.
@@ -223,12 +247,12 @@ const maxRetries = 2
 // response head. The connection is closed when ctx is done. On success the
 // caller reads x.resp.Body and calls x.finish. body is req's body, built
 // by the caller before it started the clock; roundTrip releases it.
-func (t *h1Transport) roundTrip(ctx context.Context, cl *Client, req *Request, body *requestBody) (*exchange, error) {
+func (t *h1Transport) roundTrip(ctx context.Context, cl *Client, req *Request, body *requestBody, r *run, st *streamState) (*exchange, error) {
 	for attempt := 0; ; attempt++ {
 		if body == nil {
 			body = cl.bodies.newBody(cl.body, req)
 		}
-		x, err, retry := t.try(ctx, req, body)
+		x, err, retry := t.try(ctx, req, body, r, st)
 		body = nil
 		if err == nil {
 			return x, nil
@@ -239,25 +263,38 @@ func (t *h1Transport) roundTrip(ctx context.Context, cl *Client, req *Request, b
 	}
 }
 
-// try sends req once; it releases body.
-func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody) (x *exchange, err error, retry bool) {
+// try sends req once; it releases body. On an event loop's connection the
+// loop reads the response for r into st.
+func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody, r *run, st *streamState) (x *exchange, err error, retry bool) {
 	c, err := t.pool.get(ctx, t.dial)
 	if err != nil {
 		_ = body.Close()
 		return nil, err, false
 	}
-	x = &exchange{t: t, c: c}
-	x.stop = context.AfterFunc(ctx, c.abort)
+	x = &exchange{t: t, c: c, stop: noStop}
+	if c.lc == nil {
+		x.stop = context.AfterFunc(ctx, c.abort)
+	}
 	c.head, err = t.appendHead(c.head[:0], req.Headers, body.n)
 	if err != nil {
 		_ = body.Close()
 		x.close()
 		return nil, err, false
 	}
+	if c.lc != nil {
+		return t.tryLoop(ctx, x, body, r, st)
+	}
 	c.cr.n = 0
 	bufs := net.Buffers{c.head, (*body.buf)[:body.n]}
 	_, err = bufs.WriteTo(c.conn)
 	_ = body.Close() // written: the buffer goes back to the pool
+	return t.readHead(x, err)
+}
+
+// readHead reads the response head for x once the request is written
+// (werr: the write's error).
+func (t *h1Transport) readHead(x *exchange, werr error) (_ *exchange, err error, retry bool) {
+	c, err := x.c, werr
 	if err == nil {
 		// The body is this connection read through c.br; finish closes or
 		// pools the connection, so the body needs no Close.
@@ -280,6 +317,60 @@ func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody) 
 		x.body = &c.chunks
 	}
 	return x, nil, false
+}
+
+// tryLoop runs the exchange on c's event loop: it sends the request, then
+// waits for the loop to read the response, and goes on as try does when
+// the loop hands the response back.
+func (t *h1Transport) tryLoop(ctx context.Context, x *exchange, body *requestBody, r *run, st *streamState) (_ *exchange, err error, retry bool) {
+	c := x.c
+	lx := &st.lx
+	wake := lx.wake
+	if wake == nil {
+		wake = make(chan struct{}, 1)
+	}
+	select {
+	case <-wake: // a stale signal of st's previous request
+	default:
+	}
+	*lx = loopExchange{r: r, st: st, wake: wake}
+	err = c.lc.send(ctx, lx, [][]byte{c.head, (*body.buf)[:body.n]})
+	_ = body.Close()
+	if errors.Is(err, errAnswered) {
+		x.noReuse, err = true, nil
+	}
+	if err != nil {
+		// send closed the connection and the loop let go of lx.
+		retry = c.reused && lx.nread == 0 && closedByPeer(err)
+		x.close()
+		return nil, err, retry
+	}
+	switch phase := c.lc.wait(ctx, lx); {
+	case phase == phHandback:
+		conn, left, err := c.lc.handOver()
+		if err != nil {
+			x.close()
+			return nil, err, false
+		}
+		c.lc, c.conn = nil, conn
+		c.cr = countingReader{r: io.MultiReader(bytes.NewReader(left), conn), n: int64(len(left))}
+		c.br = bufio.NewReaderSize(&c.cr, readBufferSize)
+		x.stop = context.AfterFunc(ctx, c.abort)
+		return t.readHead(x, nil)
+	case lx.resp == nil:
+		// No head: the connection failed or ctx ended first.
+		err = lx.err
+		if phase != phDone || err == nil {
+			err = fmt.Errorf("read response: %w", net.ErrClosed)
+		}
+		retry = phase == phDone && c.reused && lx.nread == 0 && closedByPeer(err)
+		x.close()
+		return nil, err, retry
+	default:
+		x.resp, x.pushed, x.lx = lx.resp, true, lx
+		x.aborted = phase != phDone
+		return x, nil, false
+	}
 }
 
 // readResponse reads a response head, skipping informational (1xx)
@@ -317,7 +408,15 @@ func closedByPeer(err error) bool {
 // body was read to its end (eof), the server did not ask to close, nothing
 // is left unread and the request was not cancelled; otherwise it is closed.
 func (x *exchange) finish(eof bool) {
-	if eof && !x.resp.Close && x.c.br.Buffered() == 0 && x.stop() {
+	if x.c.lc != nil {
+		if eof && !x.noReuse && !x.resp.Close && x.c.lc.reusable() {
+			x.t.pool.put(x.c)
+			return
+		}
+		x.close()
+		return
+	}
+	if eof && !x.noReuse && !x.resp.Close && x.c.br.Buffered() == 0 && x.stop() {
 		x.t.pool.put(x.c)
 		return
 	}
@@ -365,10 +464,17 @@ type connPool struct {
 // get returns an idle connection or a new one from dial.
 func (p *connPool) get(ctx context.Context, dial func(context.Context) (*h1Conn, error)) (*h1Conn, error) {
 	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
+	for n := len(p.idle); n > 0; n = len(p.idle) {
 		c := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
+		if c.lc != nil && c.lc.dead.Load() {
+			// The server closed it while idle (its loop saw it): its slot
+			// is this request's to use.
+			p.open--
+			c.close()
+			continue
+		}
 		p.mu.Unlock()
 		return c, nil
 	}

@@ -19,15 +19,25 @@ import (
 // load.
 func readHeadFast(br *bufio.Reader) *http.Response {
 	buf, _ := br.Peek(br.Buffered())
+	resp, n := parseHeadFast(buf)
+	if resp != nil {
+		_, _ = br.Discard(n)
+	}
+	return resp
+}
+
+// parseHeadFast is readHeadFast on the bytes in buf: it returns the
+// response and the length of its head, or nil.
+func parseHeadFast(buf []byte) (*http.Response, int) {
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
 	if end < 0 {
-		return nil
+		return nil, 0
 	}
 	head := buf[:end+2] // every line with its CRLF
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
 	status, ok := bytes.CutPrefix(line, []byte("HTTP/1.1 200"))
 	if !ok || (len(status) > 0 && status[0] != ' ') || !plainValue(status) {
-		return nil
+		return nil, 0
 	}
 	st := "200 OK"
 	if string(status) != " OK" {
@@ -49,21 +59,21 @@ func readHeadFast(br *bufio.Reader) *http.Response {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 || !plainValue(line) {
-			return nil
+			return nil, 0
 		}
 		name, ok := canonicalName(line[:colon])
 		if !ok {
-			return nil
+			return nil, 0
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
 		switch name {
 		case "Content-Length", "Trailer", "Pragma":
 			// Length and trailers are net/http's to reconcile; Pragma can
 			// add a Cache-Control header.
-			return nil
+			return nil, 0
 		case "Transfer-Encoding":
 			if chunked || !bytes.EqualFold(value, []byte("chunked")) {
-				return nil
+				return nil, 0
 			}
 			chunked = true
 			continue // net/http moves it to TransferEncoding
@@ -76,7 +86,7 @@ func readHeadFast(br *bufio.Reader) *http.Response {
 		resp.Header[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if !chunked {
-		return nil
+		return nil, 0
 	}
 	resp.TransferEncoding = []string{"chunked"}
 	resp.ContentLength = -1
@@ -84,8 +94,7 @@ func readHeadFast(br *bufio.Reader) *http.Response {
 		delete(resp.Header, "Connection") // as net/http does
 	}
 	resp.Body = http.NoBody // the client reads the chunks itself
-	_, _ = br.Discard(end + 4)
-	return resp
+	return resp, end + 4
 }
 
 // plainValue reports whether b has only visible ASCII, spaces and tabs: no

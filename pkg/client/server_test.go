@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -141,8 +142,13 @@ func (s *script) observed() ([]time.Time, time.Time) {
 }
 
 // newConfig returns a valid chat Config for a test server URL.
+// blockingReads runs the package's tests with Config.BlockingReads, on
+// the goroutine-per-stream path instead of the event loops (make test runs
+// both): go test ./pkg/client/ -args -blocking-reads
+var blockingReads = flag.Bool("blocking-reads", false, "test the blocking-read path (Config.BlockingReads)")
+
 func newConfig(url string) Config {
-	return Config{BaseURL: url, Model: "test-model", MaxTokens: 16}
+	return Config{BaseURL: url, Model: "test-model", MaxTokens: 16, BlockingReads: *blockingReads}
 }
 
 func mustNew(t testing.TB, cfg Config) *Client {

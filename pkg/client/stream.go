@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -28,6 +29,7 @@ type streamState struct {
 	body  timedBody
 	chunk wireChunk
 	dec   chunkDecoder
+	lx    loopExchange // the request on an event loop, if it runs on one
 }
 
 // chunkDecoder decodes one JSON value per call. It reuses one json.Decoder,
@@ -130,6 +132,7 @@ type run struct {
 	chunks          int // content chunks
 	last            time.Time
 	finished        bool
+	draining        bool // [DONE] came: the outcome is recorded, the body's end is read
 }
 
 // Stream sends req and reads the streamed response to its end, measuring it.
@@ -220,8 +223,14 @@ func (r *run) do(ctx context.Context, req *Request) {
 		x        *exchange
 		err      error
 	)
+	st := c.states.Get().(*streamState)
+	defer func() {
+		st.body = timedBody{}
+		st.rd.Reset(nil)
+		c.states.Put(st)
+	}()
 	if c.h1 != nil {
-		x, err = c.h1.roundTrip(rctx, c, req, body)
+		x, err = c.h1.roundTrip(rctx, c, req, body, r, st)
 		if err == nil {
 			resp, respBody = x.resp, x.body
 			reused.Store(x.c.reused)
@@ -237,6 +246,10 @@ func (r *run) do(ctx context.Context, req *Request) {
 		}
 	}
 	headersAt := time.Now()
+	pushed := x != nil && x.pushed
+	if pushed {
+		headersAt = x.lx.headersAt
+	}
 	if err != nil {
 		r.fail(headersAt, err, ClassConnect, "send request")
 		return
@@ -245,13 +258,9 @@ func (r *run) do(ctx context.Context, req *Request) {
 	r.res.Worker = workerFrom(resp.Header, c.workerHeaders)
 	r.res.ConnReused = reused.Load()
 
-	st := c.states.Get().(*streamState)
-	defer func() {
-		st.body = timedBody{}
-		st.rd.Reset(nil)
-		c.states.Put(st)
-	}()
-	st.body = timedBody{r: respBody}
+	if !pushed {
+		st.body = timedBody{r: respBody}
+	}
 	// Runs before st is reset: the connection is reusable only if the body
 	// was read to its end.
 	defer func() {
@@ -269,6 +278,15 @@ func (r *run) do(ctx context.Context, req *Request) {
 		}
 	}()
 
+	if pushed {
+		// The loop has read the stream and recorded its outcome, unless
+		// the request's context ended first (the connection is closed).
+		if x.aborted && !r.draining {
+			r.end(st, sse.Event{}, fmt.Errorf("read event stream: %w", net.ErrClosed), time.Now())
+		}
+		st.body.eof = x.lx.eof && !x.aborted
+		return
+	}
 	if resp.StatusCode != http.StatusOK {
 		r.httpError(&st.body, resp.StatusCode, resp.Header)
 		return
@@ -321,30 +339,42 @@ func (r *run) readMessage(body io.Reader) string {
 	return r.c.redact(errorMessage(b))
 }
 
-// read consumes the event stream.
+// read consumes the event stream with blocking reads.
 func (r *run) read(st *streamState) {
 	for {
 		ev, err := st.rd.Next()
-		now := time.Now()
-		if err != nil {
-			r.end(st, ev, err, now)
-			return
-		}
-		done, err := r.event(st, ev, now)
-		if err != nil {
-			var se *StreamError
-			if errors.As(err, &se) {
-				r.res.ServerMessage = se.Message
+		if r.step(st, ev, err, time.Now()) {
+			if r.draining {
+				r.drain(st)
 			}
-			r.fail(now, err, ClassProtocol, "read stream")
-			return
-		}
-		if done {
-			r.succeed(now)
-			r.drain(st)
 			return
 		}
 	}
+}
+
+// step handles what the SSE reader's Next returned at instant now. It
+// reports whether the request's outcome is decided: an error, the end of
+// the stream or [DONE] (then r.draining is set: the body's end remains).
+func (r *run) step(st *streamState, ev sse.Event, err error, now time.Time) bool {
+	if err != nil {
+		r.end(st, ev, err, now)
+		return true
+	}
+	done, err := r.event(st, ev, now)
+	if err != nil {
+		var se *StreamError
+		if errors.As(err, &se) {
+			r.res.ServerMessage = se.Message
+		}
+		r.fail(now, err, ClassProtocol, "read stream")
+		return true
+	}
+	if done {
+		r.succeed(now)
+		r.draining = true
+		return true
+	}
+	return false
 }
 
 // end handles the error that ended the event stream.

@@ -34,7 +34,7 @@ func newClient(t *testing.T, url string) *client.Client {
 }
 
 func TestHTTPHistoryResendsRealReplies(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := goroutinesWithLoops(t)
 	hc := &historyChecker{last: map[string]string{}}
 	s := &scripted{firstToken: 5 * time.Millisecond, gap: time.Millisecond, uniqueReplies: true,
 		tokens: func(n int64) int { return 3 + int(n%5) }}
@@ -84,6 +84,8 @@ func TestHTTPHistoryResendsRealReplies(t *testing.T) {
 		}
 		t.Fatalf("requests %d failed %d, want 12 and 0", w.Counters.Requests, w.Counters.Failed)
 	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
 	if hc.checks != 9 {
 		t.Errorf("%d later turns checked by the server, want 9", hc.checks)
 	}
@@ -98,7 +100,7 @@ func TestHTTPHistoryResendsRealReplies(t *testing.T) {
 }
 
 func TestHTTPClosedLoopCancelKeepsPartialResults(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := goroutinesWithLoops(t)
 	// Replies take 20 tokens x 50 ms = 1 s; ctx ends at 1.5 s and the drain
 	// gives up at 1.7 s, cancelling the second turns.
 	s := &scripted{firstToken: 20 * time.Millisecond, gap: 50 * time.Millisecond, tokens: func(int64) int { return 20 }}
@@ -126,6 +128,15 @@ func TestHTTPClosedLoopCancelKeepsPartialResults(t *testing.T) {
 }
 
 // waitGoroutines fails when goroutines started since before do not end.
+// goroutinesWithLoops counts the goroutines once the client's event loops
+// run: they are process-wide, as Go's poller is, and start with the first
+// plain-HTTP client.
+func goroutinesWithLoops(t *testing.T) int {
+	t.Helper()
+	newClient(t, "http://127.0.0.1:1")
+	return runtime.NumGoroutine()
+}
+
 func waitGoroutines(t *testing.T, before int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

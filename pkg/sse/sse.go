@@ -44,6 +44,13 @@ var ErrLineTooLong = errors.New("sse: line too long")
 // "\n" separators, is longer than the Reader's limit.
 var ErrEventTooLong = errors.New("sse: event too long")
 
+// ErrWouldBlock is what a non-blocking source returns from Read when it has
+// no byte now but may have later. Next then returns it too, keeping the
+// partial line and event it holds, and continues where it stopped when it is
+// called again. It is the only error that does not end a Reader, which lets
+// a caller feed it from a readiness callback instead of a blocking read.
+var ErrWouldBlock = errors.New("sse: no input yet")
+
 // Event is one dispatched server-sent event. An Event is a plain value; its
 // Data aliases the Reader's buffer and is valid only until the next call to
 // Next or Reset on the Reader that returned it. Copy Data to keep it.
@@ -130,6 +137,9 @@ func (r *Reader) Next() (Event, error) {
 	for {
 		line, err := r.readLine()
 		if err != nil {
+			if errors.Is(err, ErrWouldBlock) {
+				return Event{}, err
+			}
 			return r.stop(err)
 		}
 		if len(line) == 0 {
@@ -267,6 +277,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		if !r.started && r.r < r.w {
 			if done := r.skipBOM(); !done {
 				if err := r.fill(); err != nil {
+					if errors.Is(err, ErrWouldBlock) {
+						return nil, err
+					}
 					r.started = true
 					if errors.Is(err, io.EOF) && r.r < r.w {
 						continue // a lone BOM prefix is data
@@ -302,7 +315,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			}
 			return nil, r.rerr
 		}
-		if err := r.fill(); err != nil && r.r == r.w {
+		if err := r.fill(); err != nil && (r.r == r.w || errors.Is(err, ErrWouldBlock)) {
 			return nil, err
 		}
 	}
@@ -389,6 +402,12 @@ func (r *Reader) fill() error {
 			n = 0
 		}
 		r.w += n
+		if errors.Is(err, ErrWouldBlock) {
+			if n > 0 {
+				return nil
+			}
+			return err // not kept: the source may have input later
+		}
 		if err != nil {
 			r.rerr = err
 			return err

@@ -27,6 +27,9 @@ func collect(t testing.TB, rd io.Reader, maxLine int) result {
 	for i := 0; ; i++ {
 		ev, err := r.Next()
 		checkBounds(t, r)
+		if errors.Is(err, ErrWouldBlock) {
+			continue // a stalling source: the Reader waits with it
+		}
 		if err != nil {
 			res.err = err
 			if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -360,6 +363,43 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// stallReader is a non-blocking source: before each read of r it has no
+// input yet and says so with ErrWouldBlock, sometimes several times.
+type stallReader struct {
+	r      io.Reader
+	stalls int
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	s.stalls++
+	if s.stalls%3 != 0 {
+		return 0, ErrWouldBlock
+	}
+	return s.r.Read(p)
+}
+
+// TestReaderWouldBlock: a source that stalls before every byte gives the
+// events of the whole input, and ErrWouldBlock ends nothing.
+func TestReaderWouldBlock(t *testing.T) {
+	in := []byte("\xef\xbb\xbfdata: a\r\n\r\nevent: e\ndata: b\rdata: c\r\r: x\ndata: partial")
+	want := collect(t, bytes.NewReader(in), 0)
+	got := collect(t, &stallReader{r: iotest.OneByteReader(bytes.NewReader(in))}, 0)
+	if !sameResult(got, want) || len(got.events) != 2 || !errors.Is(got.err, io.ErrUnexpectedEOF) {
+		t.Fatalf("stalling source: got %+v last %+v err %v, want %+v last %+v err %v",
+			got.events, got.last, got.err, want.events, want.last, want.err)
+	}
+	r := NewReader(&stallReader{r: bytes.NewReader([]byte("data: x\n\n"))}, 0)
+	if _, err := r.Next(); !errors.Is(err, ErrWouldBlock) {
+		t.Fatalf("first Next on a stalled source = %v, want ErrWouldBlock", err)
+	}
+	if _, err := r.Next(); !errors.Is(err, ErrWouldBlock) {
+		t.Fatalf("second Next = %v, want ErrWouldBlock again (not sticky, not an end)", err)
+	}
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "x" {
+		t.Fatalf("Next once input came = %q, %v; want \"x\"", ev.Data, err)
+	}
+}
+
 func FuzzReader(f *testing.F) {
 	seeds := []string{
 		"data: hello\n\n",
@@ -391,6 +431,10 @@ func FuzzReader(f *testing.F) {
 		oneByte := collect(t, iotest.OneByteReader(bytes.NewReader(in)), limit)
 		if !sameResult(oneByte, whole) {
 			t.Fatalf("one-byte input: got %+v err %v, whole %+v err %v", oneByte.events, oneByte.err, whole.events, whole.err)
+		}
+		stalled := collect(t, &stallReader{r: &chunkReader{in: in, sizes: sizes}}, limit)
+		if !sameResult(stalled, whole) {
+			t.Fatalf("stalling input: got %+v err %v, whole %+v err %v", stalled.events, stalled.err, whole.events, whole.err)
 		}
 	})
 }

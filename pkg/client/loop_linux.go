@@ -1,0 +1,558 @@
+//go:build linux
+
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/sse"
+	"golang.org/x/sys/unix"
+)
+
+// The event loops read plain-HTTP streams (h1.go) without a goroutine per
+// stream waking for each token. A dialled connection leaves Go's poller:
+// the client keeps a duplicate of its socket and closes Go's, and one of
+// the loops (one per CPU, each waiting on its own epoll set, level
+// triggered) watches it from then on. A request's goroutine arms the
+// connection with its run, writes the request and sleeps until the loop
+// has read the whole response: the head, then each chunk of the body,
+// pushed through the chunked decoder (pushBody), the SSE reader and the
+// run's event handling as the bytes arrive, stamped with the time of the
+// read that brought them. A token costs one read(2) and no goroutine
+// switch; the goroutine wakes once per request.
+//
+// The loops handle the usual streamed reply, the one readHeadFast parses
+// (200, chunked, simple headers, not JSON). Any other head is handed back:
+// the socket returns to Go's poller as an ordinary connection and the
+// request goes on as it would have without the loops (errors, bodies with a
+// length, 1xx responses). The loops are process-wide and live as long as
+// the process, as Go's poller does; a loop without connections sleeps in
+// epoll_wait.
+
+// loopPhase is where a loop exchange stands.
+type loopPhase uint8
+
+const (
+	phHead     loopPhase = iota // waiting for the response head
+	phBody                      // reading events
+	phDrain                     // the outcome is decided ([DONE]); reading to the body's end
+	phDone                      // over: the goroutine owns the run again
+	phHandback                  // the head is not one the loop reads: the goroutine goes on
+)
+
+// maxLoopHead bounds the bytes a loop collects for a response head before
+// it hands the connection back (net/http then applies its own limit).
+const maxLoopHead = 64 << 10
+
+// pollLoop is one event loop: an epoll set and the goroutine waiting on it.
+type pollLoop struct{ epfd int }
+
+// pollLoops starts the loops on first use; an error leaves the client on
+// Go's poller.
+var pollLoops = sync.OnceValues(func() ([]*pollLoop, error) {
+	loops := make([]*pollLoop, max(runtime.GOMAXPROCS(0), 1))
+	for i := range loops {
+		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			for _, l := range loops[:i] {
+				_ = unix.Close(l.epfd)
+			}
+			return nil, os.NewSyscallError("epoll_create1", err)
+		}
+		loops[i] = &pollLoop{epfd: fd}
+	}
+	for _, l := range loops {
+		go l.run()
+	}
+	return loops, nil
+})
+
+func (l *pollLoop) run() {
+	evs := make([]unix.EpollEvent, 256)
+	for {
+		n, err := unix.EpollWait(l.epfd, evs, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			// Only a bad epoll descriptor fails here, which the client
+			// never closes.
+			panic(fmt.Sprintf("client: epoll_wait: %v", err))
+		}
+		for i := range evs[:n] {
+			if c := loopConns.get(int(evs[i].Fd)); c != nil {
+				c.ready(evs[i].Events)
+			}
+		}
+	}
+}
+
+// loopConns finds a loop connection by its descriptor: a two-level table
+// of 4,096 pages of 4,096 entries, filled as descriptors are used. An
+// event for a descriptor closed and reused since epoll_wait returned
+// reaches the new connection, which finds nothing to read (EAGAIN).
+var loopConns connTable
+
+const pageBits = 12
+
+type connTable struct {
+	mu    sync.Mutex // page allocation
+	pages [1 << pageBits]atomic.Pointer[[1 << pageBits]atomic.Pointer[loopConn]]
+}
+
+func (t *connTable) get(fd int) *loopConn {
+	if fd < 0 || fd >= 1<<(2*pageBits) {
+		return nil
+	}
+	p := t.pages[fd>>pageBits].Load()
+	if p == nil {
+		return nil
+	}
+	return p[fd&(1<<pageBits-1)].Load()
+}
+
+func (t *connTable) set(fd int, c *loopConn) bool {
+	if fd < 0 || fd >= 1<<(2*pageBits) {
+		return false
+	}
+	p := t.pages[fd>>pageBits].Load()
+	if p == nil {
+		t.mu.Lock()
+		if p = t.pages[fd>>pageBits].Load(); p == nil {
+			p = new([1 << pageBits]atomic.Pointer[loopConn])
+			t.pages[fd>>pageBits].Store(p)
+		}
+		t.mu.Unlock()
+	}
+	p[fd&(1<<pageBits-1)].Store(c)
+	return true
+}
+
+// loopConn is a connection the loops read.
+type loopConn struct {
+	fd            int
+	loop          *pollLoop
+	local, remote net.Addr // for errors
+	dead          atomic.Bool
+
+	mu     sync.Mutex
+	x      *loopExchange // the exchange being read; nil when idle
+	closed bool
+	out    bool     // EPOLLOUT is in the interest set
+	pb     pushBody // socket bytes: head, then the chunked body
+}
+
+// loopExchange is one request's use of a loop connection. The fields
+// after wake belong to whoever holds the connection's lock; the run and
+// stream state belong to the loop from arm until the phase is phDone or
+// phHandback (or the goroutine aborted).
+type loopExchange struct {
+	r    *run
+	st   *streamState
+	wake chan struct{} // capacity 1: something changed
+
+	phase     loopPhase
+	wantOut   bool  // the writer waits for room in the socket
+	err       error // the head phase's failure
+	nread     int64 // response bytes read
+	resp      *http.Response
+	headersAt time.Time
+	eof       bool // the body was read to its end and nothing followed
+}
+
+// useLoops reports whether plain-HTTP connections go to the loops.
+func useLoops() bool {
+	loops, err := pollLoops()
+	return err == nil && len(loops) > 0
+}
+
+// detach moves a dialled TCP connection from Go's poller to a loop. On
+// failure conn is left as it was and nil is returned.
+func detach(conn net.Conn) *loopConn {
+	loops, err := pollLoops()
+	tc, ok := conn.(*net.TCPConn)
+	if err != nil || !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	fd := -1
+	if cerr := rc.Control(func(s uintptr) {
+		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); cerr != nil || err != nil {
+		return nil
+	}
+	c := &loopConn{fd: fd, loop: loops[fd%len(loops)], local: tc.LocalAddr(), remote: tc.RemoteAddr()}
+	if !loopConns.set(fd, c) {
+		_ = unix.Close(fd)
+		return nil
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
+	if err := unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		loopConns.set(fd, nil)
+		_ = unix.Close(fd)
+		return nil
+	}
+	// Go's descriptor goes; the socket stays open through the duplicate
+	// (close(2) on one descriptor of two does not shut the socket down).
+	_ = conn.Close()
+	return c
+}
+
+// close closes the connection; safe to call more than once and from any
+// goroutine.
+func (c *loopConn) close() {
+	c.mu.Lock()
+	c.closeLocked()
+	c.mu.Unlock()
+}
+
+func (c *loopConn) closeLocked() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.x = nil
+	loopConns.set(c.fd, nil)
+	_ = unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	_ = unix.Close(c.fd)
+}
+
+// signal wakes the exchange's goroutine.
+func (x *loopExchange) signal() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setInterest sets the epoll interest: read, and write when out is set.
+func (c *loopConn) setInterest(out bool) {
+	if c.out == out || c.closed {
+		return
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}
+	if out {
+		ev.Events |= unix.EPOLLOUT
+	}
+	if unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev) == nil {
+		c.out = out
+	}
+}
+
+// ready handles an event on the connection; it runs on the loop.
+func (c *loopConn) ready(events uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	x := c.x
+	if x == nil {
+		c.idle()
+		return
+	}
+	if events&unix.EPOLLOUT != 0 && x.wantOut {
+		x.wantOut = false
+		c.setInterest(false)
+		x.signal()
+	}
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+		return
+	}
+	defer func() {
+		// A bug here must cost one request, not the loop and every
+		// stream on it.
+		if p := recover(); p != nil && c.x == x {
+			x.r.res.Class, x.r.res.Err = ClassProtocol, fmt.Errorf("stream request: panic: %v", p)
+			c.finish(x, phDone)
+			c.closeLocked()
+		}
+	}()
+	c.readIn(x)
+}
+
+// idle handles an event on a connection in the pool: the server closed it
+// or sent bytes no request asked for. Either way it cannot carry another
+// request; it leaves the interest set (level triggered, it would fire
+// again) and the pool discards it.
+func (c *loopConn) idle() {
+	var b [64]byte
+	_, err := unix.Read(c.fd, b[:])
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		return // an event for an earlier use of the descriptor
+	}
+	c.dead.Store(true)
+	_ = unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+}
+
+// finish ends the loop's part of x: the goroutine owns what follows.
+func (c *loopConn) finish(x *loopExchange, phase loopPhase) {
+	x.phase = phase
+	c.x = nil
+	x.signal()
+}
+
+// readIn reads what the socket holds and handles it.
+func (c *loopConn) readIn(x *loopExchange) {
+	pb := &c.pb
+	for {
+		if x.phase == phHead && pb.r == 0 && pb.w == len(pb.buf) {
+			// A head larger than the buffer so far.
+			if len(pb.buf) >= maxLoopHead {
+				c.handBack(x)
+				return
+			}
+			pb.buf = append(pb.buf, make([]byte, len(pb.buf))...)
+		}
+		space := pb.space()
+		n, err := unix.Read(c.fd, space)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			return
+		}
+		now := time.Now()
+		switch {
+		case n > 0:
+			pb.w += n
+			x.nread += int64(n)
+			if x.phase != phHead && x.st.body.first.IsZero() {
+				x.st.body.first = now
+			}
+		case err == nil:
+			pb.rerr = io.EOF
+		default:
+			pb.rerr = &net.OpError{Op: "read", Net: "tcp", Source: c.local, Addr: c.remote, Err: os.NewSyscallError("read", err)}
+		}
+		if c.handle(x, now) || pb.rerr != nil || n < len(space) {
+			return
+		}
+	}
+}
+
+// handle parses what the buffer holds at instant now; it reports whether
+// the loop's part of the exchange is over.
+func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
+	pb := &c.pb
+	if x.phase == phHead {
+		buf := pb.buf[pb.r:pb.w]
+		if !bytes.Contains(buf, []byte("\r\n\r\n")) {
+			if pb.rerr == nil {
+				return false
+			}
+			x.err = pb.rerr
+			if errors.Is(x.err, io.EOF) && x.nread > 0 {
+				x.err = io.ErrUnexpectedEOF
+			}
+			c.finish(x, phDone)
+			return true
+		}
+		resp, n := parseHeadFast(buf) //nolint:bodyclose // the loop reads the body itself (resp.Body is http.NoBody)
+		if resp == nil {
+			c.handBack(x)
+			return true
+		}
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+			c.handBack(x)
+			return true
+		}
+		pb.r += n
+		pb.startBody()
+		x.resp, x.headersAt, x.phase = resp, now, phBody
+		if pb.r < pb.w {
+			x.st.body.first = now
+		}
+		x.st.rd.Reset(pb)
+	}
+	r, st := x.r, x.st
+	for {
+		ev, err := st.rd.Next()
+		if errors.Is(err, sse.ErrWouldBlock) {
+			return false
+		}
+		if x.phase == phDrain {
+			if err != nil {
+				x.eof = pb.done && !pb.leftover()
+				c.finish(x, phDone)
+				return true
+			}
+			continue
+		}
+		if r.step(st, ev, err, now) {
+			if r.draining {
+				x.phase = phDrain
+				x.signal() // the goroutine bounds the drain
+				continue
+			}
+			x.eof = pb.done && !pb.leftover()
+			c.finish(x, phDone)
+			return true
+		}
+	}
+}
+
+// handBack gives the exchange back to its goroutine with the bytes read so
+// far; the connection leaves the loop.
+func (c *loopConn) handBack(x *loopExchange) {
+	_ = unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	c.finish(x, phHandback)
+}
+
+// errAnswered stops a write the server answered before taking it all.
+var errAnswered = errors.New("response before the whole request was sent")
+
+// write writes bufs, waiting for room in the socket as needed. It returns
+// errAnswered when the loop's part of the exchange ended first.
+func (c *loopConn) write(ctx context.Context, x *loopExchange, bufs [][]byte) error {
+	for len(bufs) > 0 {
+		n, err := unix.Writev(c.fd, bufs)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			if err := c.waitWritable(ctx, x); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return &net.OpError{Op: "write", Net: "tcp", Source: c.local, Addr: c.remote, Err: os.NewSyscallError("writev", err)}
+		}
+		for n > 0 && len(bufs) > 0 {
+			k := min(n, len(bufs[0]))
+			bufs[0] = bufs[0][k:]
+			n -= k
+			if len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+	}
+	return nil
+}
+
+func (c *loopConn) waitWritable(ctx context.Context, x *loopExchange) error {
+	c.mu.Lock()
+	if c.x != x {
+		c.mu.Unlock()
+		return errAnswered
+	}
+	x.wantOut = true
+	c.setInterest(true)
+	c.mu.Unlock()
+	select {
+	case <-x.wake:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// send arms the connection with x and writes bufs, waiting for room in
+// the socket as needed. A write error closes the connection; errAnswered
+// says the loop finished with the response before the request was all
+// written.
+func (c *loopConn) send(ctx context.Context, x *loopExchange, bufs [][]byte) error {
+	c.mu.Lock()
+	if c.closed || c.dead.Load() {
+		// The server closed it while it was idle, after the pool handed
+		// it out: as a write to it would fail (and be retried).
+		c.mu.Unlock()
+		c.close()
+		return fmt.Errorf("write request: %w", io.EOF)
+	}
+	c.pb.reset()
+	c.x = x
+	c.mu.Unlock()
+	err := c.write(ctx, x, bufs)
+	if err != nil && !errors.Is(err, errAnswered) {
+		c.abort(x)
+	}
+	return err
+}
+
+// wait waits until the loop is done with x's response or hands it back
+// (phDone, phHandback), or until ctx ends or the drain after [DONE]
+// outlasts drainTimeout: the connection is then closed and the phase
+// reached is returned (phHead, phBody or phDrain).
+func (c *loopConn) wait(ctx context.Context, x *loopExchange) loopPhase {
+	var drain *time.Timer
+	var drained <-chan time.Time
+	defer func() {
+		if drain != nil {
+			drain.Stop()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		phase := x.phase
+		c.mu.Unlock()
+		switch phase {
+		case phDone, phHandback:
+			return phase
+		case phDrain:
+			if drain == nil {
+				drain = time.NewTimer(drainTimeout)
+				drained = drain.C
+			}
+		}
+		select {
+		case <-x.wake:
+		case <-ctx.Done():
+			return c.abort(x)
+		case <-drained:
+			return c.abort(x)
+		}
+	}
+}
+
+// abort takes the exchange back from the loop and closes the connection;
+// it returns the phase the exchange had reached.
+func (c *loopConn) abort(x *loopExchange) loopPhase {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	phase := x.phase
+	c.closeLocked()
+	return phase
+}
+
+// handOver returns the connection to Go's poller as a net.Conn, with the
+// bytes the loop read and did not use; the loop connection is closed.
+func (c *loopConn) handOver() (net.Conn, []byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, net.ErrClosed
+	}
+	left := bytes.Clone(c.pb.buf[c.pb.r:c.pb.w])
+	c.closed = true
+	loopConns.set(c.fd, nil)
+	f := os.NewFile(uintptr(c.fd), "tcp")
+	conn, err := net.FileConn(f) // a duplicate, on Go's poller
+	_ = f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("hand connection back: %w", err)
+	}
+	return conn, left, nil
+}
+
+// reusable reports whether the connection may carry another request.
+func (c *loopConn) reusable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && !c.dead.Load() && c.pb.r == c.pb.w
+}
