@@ -84,6 +84,8 @@ test: lint check-generate kube-build e2e-image prometheus chromium ## run every 
 	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 FLEETBENCH_REQUIRE_CHROMIUM=1 \
 	    $(GO) test -race -count=1 -timeout 30m ./...; \
 	  $(E2E_TESTS)
+	@# The client's tests again on the blocking-read path (Config.BlockingReads).
+	$(GO) test -race -count=1 ./pkg/client/ -args -blocking-reads
 	@# The soak's short variant: separate processes under faults, alone.
 	FLEETBENCH_SOAK=short $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v .
 	@# The simulator's calibration, short variant, alone: its latencies are
