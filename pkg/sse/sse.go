@@ -280,9 +280,14 @@ func (r *Reader) readLine() ([]byte, error) {
 					if errors.Is(err, ErrWouldBlock) {
 						return nil, err
 					}
-					r.started = true
+					// The input ended, possibly with the read that
+					// completed the mark: a whole mark is still skipped,
+					// a lone prefix of one is data.
+					if !r.skipBOM() {
+						r.started = true
+					}
 					if errors.Is(err, io.EOF) && r.r < r.w {
-						continue // a lone BOM prefix is data
+						continue
 					}
 					return nil, err
 				}
