@@ -59,6 +59,13 @@ const maxLoopHead = 64 << 10
 // pollLoop is one event loop: an epoll set and the goroutine waiting on it.
 type pollLoop struct{ epfd int }
 
+// loopBufferSize is each loop's read buffer. Every read lands in it, so
+// the bytes a token brings are in a buffer the loop touches all the time
+// rather than in one of thousands of per-connection buffers; only bytes
+// left undecoded at the end of a read (a partial line or head) are kept
+// with their connection. It also bounds a response head the loop reads.
+const loopBufferSize = maxLoopHead
+
 // pollLoops starts the loops on first use; an error leaves the client on
 // Go's poller.
 var pollLoops = sync.OnceValues(func() ([]*pollLoop, error) {
@@ -81,6 +88,7 @@ var pollLoops = sync.OnceValues(func() ([]*pollLoop, error) {
 
 func (l *pollLoop) run() {
 	evs := make([]unix.EpollEvent, 256)
+	buf := make([]byte, loopBufferSize)
 	for {
 		n, err := unix.EpollWait(l.epfd, evs, -1)
 		if err != nil {
@@ -93,7 +101,7 @@ func (l *pollLoop) run() {
 		}
 		for i := range evs[:n] {
 			if c := loopConns.get(int(evs[i].Fd)); c != nil {
-				c.ready(evs[i].Events)
+				c.ready(evs[i].Events, buf)
 			}
 		}
 	}
@@ -142,16 +150,18 @@ func (t *connTable) set(fd int, c *loopConn) bool {
 
 // loopConn is a connection the loops read.
 type loopConn struct {
-	fd            int
+	// What every event touches comes first, to share cache lines.
+	mu     sync.Mutex
+	closed bool
+	out    bool          // EPOLLOUT is in the interest set
+	x      *loopExchange // the exchange being read; nil when idle
+	fd     int
+	pb     pushBody // the head, then the chunked body's decoder; its buffer is the loop's during a read
+	stash  []byte   // bytes read and not yet decoded, kept between reads
+
+	dead          atomic.Bool
 	loop          *pollLoop
 	local, remote net.Addr // for errors
-	dead          atomic.Bool
-
-	mu     sync.Mutex
-	x      *loopExchange // the exchange being read; nil when idle
-	closed bool
-	out    bool     // EPOLLOUT is in the interest set
-	pb     pushBody // socket bytes: head, then the chunked body
 }
 
 // loopExchange is one request's use of a loop connection. The fields
@@ -164,9 +174,10 @@ type loopExchange struct {
 	wake chan struct{} // capacity 1: something changed
 
 	phase     loopPhase
-	wantOut   bool  // the writer waits for room in the socket
-	err       error // the head phase's failure
-	nread     int64 // response bytes read
+	wantOut   bool      // the writer waits for room in the socket
+	nread     int64     // response bytes read
+	first     time.Time // the first body byte's read; st.body.first once done
+	err       error     // the head phase's failure
 	resp      *http.Response
 	headersAt time.Time
 	eof       bool // the body was read to its end and nothing followed
@@ -255,7 +266,7 @@ func (c *loopConn) setInterest(out bool) {
 }
 
 // ready handles an event on the connection; it runs on the loop.
-func (c *loopConn) ready(events uint32) {
+func (c *loopConn) ready(events uint32, buf []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -283,7 +294,7 @@ func (c *loopConn) ready(events uint32) {
 			c.closeLocked()
 		}
 	}()
-	c.readIn(x)
+	c.readIn(x, buf)
 }
 
 // idle handles an event on a connection in the pool: the server closed it
@@ -307,20 +318,26 @@ func (c *loopConn) finish(x *loopExchange, phase loopPhase) {
 	x.signal()
 }
 
-// readIn reads what the socket holds and handles it.
-func (c *loopConn) readIn(x *loopExchange) {
+// readIn reads what the socket holds into buf, the loop's buffer, after
+// the bytes kept from the last read, and handles it; what is left undecoded
+// is kept in c.stash.
+func (c *loopConn) readIn(x *loopExchange, buf []byte) {
 	pb := &c.pb
+	defer func() { pb.buf = nil }() // buf is the loop's
 	for {
-		if x.phase == phHead && pb.r == 0 && pb.w == len(pb.buf) {
-			// A head larger than the buffer so far.
-			if len(pb.buf) >= maxLoopHead {
-				c.handBack(x)
+		k := copy(buf, c.stash)
+		if k == len(buf) {
+			if x.phase == phHead {
+				c.handBack(x) // a head larger than the buffer: net/http's to judge
 				return
 			}
-			pb.buf = append(pb.buf, make([]byte, len(pb.buf))...)
+			// Undecoded body bytes fill the buffer: a framing line that
+			// long is no stream.
+			x.r.fail(time.Now(), errChunkLine, ClassProtocol, "read stream")
+			c.finish(x, phDone)
+			return
 		}
-		space := pb.space()
-		n, err := unix.Read(c.fd, space)
+		n, err := unix.Read(c.fd, buf[k:])
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -328,19 +345,22 @@ func (c *loopConn) readIn(x *loopExchange) {
 			return
 		}
 		now := time.Now()
+		pb.buf, pb.r, pb.w = buf, 0, k
 		switch {
 		case n > 0:
 			pb.w += n
 			x.nread += int64(n)
-			if x.phase != phHead && x.st.body.first.IsZero() {
-				x.st.body.first = now
+			if x.phase != phHead && x.first.IsZero() {
+				x.first = now
 			}
 		case err == nil:
 			pb.rerr = io.EOF
 		default:
 			pb.rerr = &net.OpError{Op: "read", Net: "tcp", Source: c.local, Addr: c.remote, Err: os.NewSyscallError("read", err)}
 		}
-		if c.handle(x, now) || pb.rerr != nil || n < len(space) {
+		over := c.handle(x, now)
+		c.stash = append(c.stash[:0], pb.buf[pb.r:pb.w]...)
+		if over || pb.rerr != nil || n < len(buf)-k {
 			return
 		}
 	}
@@ -376,13 +396,31 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 		pb.startBody()
 		x.resp, x.headersAt, x.phase = resp, now, phBody
 		if pb.r < pb.w {
-			x.st.body.first = now
+			x.first = now
 		}
 		x.st.rd.Reset(pb)
 	}
 	r, st := x.r, x.st
+	parsed := false // the last event came from Parse: the reader holds nothing
 	for {
-		ev, err := st.rd.Next()
+		if parsed && pb.r == pb.w && pb.rerr == nil {
+			return false // nothing left to read until the socket has more
+		}
+		// The usual event, whole in the chunk at hand, is parsed where it
+		// lies; anything else goes through the SSE reader.
+		var ev sse.Event
+		var err error
+		var n int
+		if d := pb.data(); len(d) > 0 {
+			ev, n, parsed = st.rd.Parse(d)
+		} else {
+			parsed = false
+		}
+		if parsed {
+			pb.consume(n)
+		} else {
+			ev, err = st.rd.Next()
+		}
 		if errors.Is(err, sse.ErrWouldBlock) {
 			return false
 		}
@@ -475,7 +513,7 @@ func (c *loopConn) send(ctx context.Context, x *loopExchange, bufs [][]byte) err
 		c.close()
 		return fmt.Errorf("write request: %w", io.EOF)
 	}
-	c.pb.reset()
+	c.pb, c.stash = pushBody{}, c.stash[:0]
 	c.x = x
 	c.mu.Unlock()
 	err := c.write(ctx, x, bufs)
@@ -538,7 +576,7 @@ func (c *loopConn) handOver() (net.Conn, []byte, error) {
 	if c.closed {
 		return nil, nil, net.ErrClosed
 	}
-	left := bytes.Clone(c.pb.buf[c.pb.r:c.pb.w])
+	left := bytes.Clone(c.stash)
 	c.closed = true
 	loopConns.set(c.fd, nil)
 	f := os.NewFile(uintptr(c.fd), "tcp")
@@ -554,5 +592,5 @@ func (c *loopConn) handOver() (net.Conn, []byte, error) {
 func (c *loopConn) reusable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.closed && !c.dead.Load() && c.pb.r == c.pb.w
+	return !c.closed && !c.dead.Load() && len(c.stash) == 0
 }

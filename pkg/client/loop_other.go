@@ -34,6 +34,7 @@ type loopExchange struct {
 	nread     int64
 	resp      *http.Response
 	headersAt time.Time
+	first     time.Time
 	eof       bool
 }
 

@@ -117,6 +117,44 @@ func (b *pushBody) Read(p []byte) (int, error) {
 	return 0, sse.ErrWouldBlock
 }
 
+// data returns the current chunk's data bytes that are buffered, after
+// consuming any framing before them, without decoding them: the caller
+// parses them in place and says how many it used with consume. It returns
+// nothing at the body's end, on a framing error (which Read then reports)
+// or when no data byte is buffered.
+func (b *pushBody) data() []byte {
+	for b.err == nil && !b.done {
+		if b.crlf {
+			if b.w-b.r < 2 {
+				return nil
+			}
+			if b.buf[b.r] != '\r' || b.buf[b.r+1] != '\n' {
+				b.err = errMalformedChunk
+				return nil
+			}
+			b.r += 2
+			b.crlf = false
+		}
+		if b.n == 0 {
+			if !b.framing() {
+				return nil
+			}
+			continue
+		}
+		return b.buf[b.r : b.r+int(min(b.n, uint64(b.w-b.r)))]
+	}
+	return nil
+}
+
+// consume marks n bytes of what data returned as decoded.
+func (b *pushBody) consume(n int) {
+	b.r += n
+	b.n -= uint64(n)
+	if b.n == 0 {
+		b.crlf = true
+	}
+}
+
 // framing consumes whole framing lines: a chunk-size line, or after the
 // last chunk the trailer section. It reports whether it made progress.
 func (b *pushBody) framing() bool {

@@ -284,7 +284,7 @@ func (r *run) do(ctx context.Context, req *Request) {
 		if x.aborted && !r.draining {
 			r.end(st, sse.Event{}, fmt.Errorf("read event stream: %w", net.ErrClosed), time.Now())
 		}
-		st.body.eof = x.lx.eof && !x.aborted
+		st.body.first, st.body.eof = x.lx.first, x.lx.eof && !x.aborted
 		return
 	}
 	if resp.StatusCode != http.StatusOK {

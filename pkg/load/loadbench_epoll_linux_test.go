@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ func benchEpoll(b *testing.B, plan benchPlan) figures {
 	sessions := plan.sessions
 	f := newFloorRun(b, plan)
 	defer f.srv.stop()
+	f.profile = os.Getenv("FLEETBENCH_BENCH_EPOLL_CPUPROFILE")
 	ap, err := netip.ParseAddrPort(f.addr)
 	if err != nil {
 		b.Fatal(err)

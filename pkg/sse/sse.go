@@ -68,25 +68,26 @@ type Event struct {
 // Reader parses events from an underlying io.Reader. A Reader is not safe for
 // concurrent use; one goroutine owns it, typically for one HTTP response.
 type Reader struct {
-	rd  io.Reader
-	max int
+	// What Parse reads comes first, in one cache line: a client reading
+	// thousands of streams touches each Reader once per token.
+	max     int
+	r, w    int   // unread bytes are buf[r:w]
+	skipLF  bool  // the last line ended in CR: drop a LF that starts the next
+	started bool  // the byte-order mark check is done
+	reset   bool  // the previous event was returned: clear data and type first
+	pending bool  // a field line was seen since the last dispatch
+	stopErr error // sticky terminal error returned by Next
+	id      string
 
+	rd   io.Reader
 	buf  []byte
-	r, w int // unread bytes are buf[r:w]
 	scan int // buf[r:scan] is known to hold no line terminator
 	rerr error
 
-	skipLF  bool // the last line ended in CR: drop a LF that starts the next
-	started bool // the byte-order mark check is done
-	reset   bool // the previous event was returned: clear data and type first
-	pending bool // a field line was seen since the last dispatch
-
-	data    []byte // data lines, each followed by '\n'
-	typ     []byte
-	typStr  string
-	id      string
-	retry   time.Duration
-	stopErr error // sticky terminal error returned by Next
+	data   []byte // data lines, each followed by '\n'
+	typ    []byte
+	typStr string
+	retry  time.Duration
 }
 
 // NewReader returns a Reader that parses events from r. maxLine bounds both
@@ -152,6 +153,39 @@ func (r *Reader) Next() (Event, error) {
 			return r.stop(err)
 		}
 	}
+}
+
+// Parse is Next for a caller that holds the input itself: when the Reader
+// has no input buffered and no event in progress, and p begins with a whole
+// event of one data line ending in LF ("data: ...\n\n", no CR, within the
+// limit), it returns that event and its length, which is what Next would
+// return after reading exactly those bytes. Otherwise it returns ok false
+// and changes nothing, and the caller gives the bytes to Next through the
+// Reader's source. Data aliases p. The check is one scan of the line
+// instead of copying it into the Reader and reading it back.
+func (r *Reader) Parse(p []byte) (ev Event, n int, ok bool) {
+	if !r.started || r.r != r.w || r.skipLF || r.pending || r.stopErr != nil || (!r.reset && len(r.data) > 0) {
+		return Event{}, 0, false
+	}
+	rest, found := bytes.CutPrefix(p, []byte("data:"))
+	if !found {
+		return Event{}, 0, false
+	}
+	if len(rest) > 0 && rest[0] == ' ' {
+		rest = rest[1:]
+	}
+	end := bytes.IndexByte(rest, '\n')
+	if end < 0 || end+1 >= len(rest) || rest[end+1] != '\n' {
+		return Event{}, 0, false
+	}
+	value := rest[:end]
+	line := len(p) - len(rest) + end // the line without its terminator
+	if line > r.max || len(value) > r.max || bytes.IndexByte(value, '\r') >= 0 {
+		return Event{}, 0, false
+	}
+	// The Reader is left as it was: a previous event's data and type (reset
+	// set) are cleared by the next Next, as they would have been.
+	return Event{Data: value, ID: r.id}, line + 2, true
 }
 
 // stop ends parsing with err. At the end of input inside an event the

@@ -436,7 +436,110 @@ func FuzzReader(f *testing.F) {
 		if !sameResult(stalled, whole) {
 			t.Fatalf("stalling input: got %+v err %v, whole %+v err %v", stalled.events, stalled.err, whole.events, whole.err)
 		}
+		parsed := collectParsed(t, in, sizes, limit)
+		if !sameResult(parsed, whole) {
+			t.Fatalf("Parse first: got %+v last %+v err %v, whole %+v last %+v err %v", parsed.events, parsed.last, parsed.err, whole.events, whole.last, whole.err)
+		}
 	})
+}
+
+// heldSource is input the caller holds and hands to the Reader piece by
+// piece, saying ErrWouldBlock in between, as the client's event loops do.
+type heldSource struct {
+	p   []byte
+	eof bool
+}
+
+func (h *heldSource) Read(b []byte) (int, error) {
+	if len(h.p) == 0 {
+		if h.eof {
+			return 0, io.EOF
+		}
+		return 0, ErrWouldBlock
+	}
+	n := copy(b, h.p)
+	h.p = h.p[n:]
+	return n, nil
+}
+
+// collectParsed parses in as the client's event loops do: whenever the
+// Reader has taken all it was given, Parse is offered the rest first; when
+// it declines, the next piece (sizes, cycled) goes to Next.
+func collectParsed(t testing.TB, in, sizes []byte, maxLine int) result {
+	t.Helper()
+	src := &heldSource{}
+	r := NewReader(src, maxLine)
+	var res result
+	for i := 0; ; i++ {
+		if i > 1<<22 {
+			t.Fatal("no progress")
+		}
+		if len(src.p) == 0 {
+			if ev, n, ok := r.Parse(in); ok {
+				if n <= 0 || n > len(in) {
+					t.Fatalf("Parse took %d of %d bytes", n, len(in))
+				}
+				res.events = append(res.events, copyEvent(ev))
+				in = in[n:]
+				continue
+			}
+			if len(in) == 0 {
+				src.eof = true
+			} else {
+				k := 1
+				if len(sizes) > 0 {
+					k = int(sizes[i%len(sizes)])%16 + 1
+				}
+				k = min(k, len(in))
+				src.p, in = in[:k], in[k:]
+			}
+		}
+		ev, err := r.Next()
+		checkBounds(t, r)
+		if errors.Is(err, ErrWouldBlock) {
+			continue
+		}
+		if err != nil {
+			res.err = err
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				res.last = copyEvent(ev)
+			}
+			break
+		}
+		res.events = append(res.events, copyEvent(ev))
+	}
+	res.retry = r.Retry()
+	return res
+}
+
+// TestParseTakesDataEvents checks that Parse takes the events LLM servers
+// send once the stream has started, and declines what Next must see.
+func TestParseTakesDataEvents(t *testing.T) {
+	r := NewReader(&heldSource{p: []byte("data: first\n\n")}, 0)
+	if _, _, ok := r.Parse([]byte("data: x\n\n")); ok {
+		t.Error("Parse took an event before the byte-order mark check")
+	}
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "first" {
+		t.Fatalf("Next = %q, %v", ev.Data, err)
+	}
+	for _, tt := range []struct {
+		in   string
+		data string
+		ok   bool
+	}{
+		{"data: {\"a\":1}\n\ndata: next", `{"a":1}`, true},
+		{"data:[DONE]\n\n", "[DONE]", true},
+		{"data: two\ndata: lines\n\n", "", false},
+		{"data: crlf\r\n\r\n", "", false},
+		{"event: error\ndata: x\n\n", "", false},
+		{"data: cut\n", "", false},
+		{": comment\n\n", "", false},
+	} {
+		ev, n, ok := r.Parse([]byte(tt.in))
+		if ok != tt.ok || (ok && (string(ev.Data) != tt.data || n != strings.Index(tt.in, "\n\n")+2)) {
+			t.Errorf("Parse(%q) = %q, %d, %t; want %q, %t", tt.in, ev.Data, n, ok, tt.data, tt.ok)
+		}
+	}
 }
 
 // stream is a typical vLLM chat stream: a role chunk, content chunks, a
