@@ -324,17 +324,7 @@ func (t *h1Transport) readHead(x *exchange, werr error) (_ *exchange, err error,
 // the loop hands the response back.
 func (t *h1Transport) tryLoop(ctx context.Context, x *exchange, body *requestBody, r *run, st *streamState) (_ *exchange, err error, retry bool) {
 	c := x.c
-	lx := &st.lx
-	wake := lx.wake
-	if wake == nil {
-		wake = make(chan struct{}, 1)
-	}
-	select {
-	case <-wake: // a stale signal of st's previous request
-	default:
-	}
-	*lx = loopExchange{r: r, st: st, wake: wake}
-	err = c.lc.send(ctx, lx, [][]byte{c.head, (*body.buf)[:body.n]})
+	lx, err := c.lc.send(ctx, r, st, [][]byte{c.head, (*body.buf)[:body.n]})
 	_ = body.Close()
 	if errors.Is(err, errAnswered) {
 		x.noReuse, err = true, nil

@@ -154,10 +154,11 @@ type loopConn struct {
 	mu     sync.Mutex
 	closed bool
 	out    bool          // EPOLLOUT is in the interest set
-	x      *loopExchange // the exchange being read; nil when idle
+	x      *loopExchange // the exchange being read (&ex); nil when idle
 	fd     int
-	pb     pushBody // the head, then the chunked body's decoder; its buffer is the loop's during a read
-	stash  []byte   // bytes read and not yet decoded, kept between reads
+	ex     loopExchange // the connection's current exchange
+	pb     pushBody     // the head, then the chunked body's decoder; its buffer is the loop's during a read
+	stash  []byte       // bytes read and not yet decoded, kept between reads
 
 	dead          atomic.Bool
 	loop          *pollLoop
@@ -169,18 +170,19 @@ type loopConn struct {
 // stream state belong to the loop from arm until the phase is phDone or
 // phHandback (or the goroutine aborted).
 type loopExchange struct {
-	r    *run
-	st   *streamState
-	wake chan struct{} // capacity 1: something changed
+	// What every read touches first.
+	r       *run
+	st      *streamState
+	phase   loopPhase
+	wantOut bool      // the writer waits for room in the socket
+	eof     bool      // the body was read to its end and nothing followed
+	nread   int64     // response bytes read
+	first   time.Time // the first body byte's read
 
-	phase     loopPhase
-	wantOut   bool      // the writer waits for room in the socket
-	nread     int64     // response bytes read
-	first     time.Time // the first body byte's read; st.body.first once done
-	err       error     // the head phase's failure
+	wake      chan struct{} // capacity 1: something changed
+	err       error         // the head phase's failure
 	resp      *http.Response
 	headersAt time.Time
-	eof       bool // the body was read to its end and nothing followed
 }
 
 // useLoops reports whether plain-HTTP connections go to the loops.
@@ -500,18 +502,30 @@ func (c *loopConn) waitWritable(ctx context.Context, x *loopExchange) error {
 	}
 }
 
-// send arms the connection with x and writes bufs, waiting for room in
-// the socket as needed. A write error closes the connection; errAnswered
-// says the loop finished with the response before the request was all
-// written.
-func (c *loopConn) send(ctx context.Context, x *loopExchange, bufs [][]byte) error {
+// send arms the connection with an exchange for r and st and writes bufs,
+// waiting for room in the socket as needed. The exchange lives in the
+// connection (its state shares the connection's cache lines) until the
+// connection is pooled again. A write error closes the connection;
+// errAnswered says the loop finished with the response before the request
+// was all written.
+func (c *loopConn) send(ctx context.Context, r *run, st *streamState, bufs [][]byte) (*loopExchange, error) {
 	c.mu.Lock()
+	x := &c.ex
+	wake := x.wake
+	if wake == nil {
+		wake = make(chan struct{}, 1)
+	}
+	select {
+	case <-wake: // a stale signal of the previous exchange
+	default:
+	}
+	*x = loopExchange{r: r, st: st, wake: wake}
 	if c.closed || c.dead.Load() {
 		// The server closed it while it was idle, after the pool handed
 		// it out: as a write to it would fail (and be retried).
 		c.mu.Unlock()
 		c.close()
-		return fmt.Errorf("write request: %w", io.EOF)
+		return x, fmt.Errorf("write request: %w", io.EOF)
 	}
 	c.pb, c.stash = pushBody{}, c.stash[:0]
 	c.x = x
@@ -520,7 +534,7 @@ func (c *loopConn) send(ctx context.Context, x *loopExchange, bufs [][]byte) err
 	if err != nil && !errors.Is(err, errAnswered) {
 		c.abort(x)
 	}
-	return err
+	return x, err
 }
 
 // wait waits until the loop is done with x's response or hands it back

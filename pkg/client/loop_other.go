@@ -44,8 +44,8 @@ func useLoops() bool               { return false }
 func detach(net.Conn) *loopConn    { return nil }
 func (c *loopConn) close()         {}
 func (c *loopConn) reusable() bool { return false }
-func (c *loopConn) send(context.Context, *loopExchange, [][]byte) error {
-	return net.ErrClosed
+func (c *loopConn) send(context.Context, *run, *streamState, [][]byte) (*loopExchange, error) {
+	return &loopExchange{}, net.ErrClosed
 }
 func (c *loopConn) wait(context.Context, *loopExchange) loopPhase { return phDone }
 func (c *loopConn) handOver() (net.Conn, []byte, error)           { return nil, nil, net.ErrClosed }

@@ -29,7 +29,6 @@ type streamState struct {
 	body  timedBody
 	chunk wireChunk
 	dec   chunkDecoder
-	lx    loopExchange // the request on an event loop, if it runs on one
 }
 
 // chunkDecoder decodes one JSON value per call. It reuses one json.Decoder,
