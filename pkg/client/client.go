@@ -7,7 +7,10 @@
 // instant just before the request is handed to the HTTP transport. HTTP/1.1,
 // the default, has a transport of its own (h1.go) built for thousands of
 // concurrent streams to one host: a connection pool without per-connection
-// goroutines, each stream read on its own goroutine; HTTP/2 uses net/http's.
+// goroutines and, on Linux for plain HTTP, event loops that read every
+// stream and handle each token as its bytes are read (loop_linux.go);
+// otherwise each stream is read on its own goroutine. HTTP/2 uses
+// net/http's transport.
 package client
 
 import (

@@ -20,9 +20,10 @@ import (
 )
 
 // h1Transport is the HTTP/1.1 path, used unless Config.HTTP2 is set. Each
-// Stream call takes a connection from the pool, writes its request in one
-// system call and reads the response on its own goroutine, with
-// http.ReadResponse parsing the head and chunkedBody the body. net/http's
+// Stream call takes a connection from the pool and writes its request in
+// one system call. On an event loop's connection (loop_linux.go) the loop
+// reads the response; otherwise the call reads it on its own goroutine,
+// with readResponse parsing the head and chunkedBody the body. net/http's
 // Transport would add, for every request, hand-offs to a writer and a reader
 // goroutine that every connection keeps, and for every streamed token a
 // mutex and more buffer layers; at thousands of concurrent streams on a
