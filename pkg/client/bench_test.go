@@ -70,8 +70,8 @@ func BenchmarkTokenEvent(b *testing.B) {
 		if _, err := r.event(st, ev, time.Now()); err != nil {
 			b.Fatal(err)
 		}
-		if len(r.res.ITL) >= 1024 { // a long answer's worth, then again
-			r.res.ITL = r.res.ITL[:0]
+		if len(r.itl) >= 1024 { // a long answer's worth, then again
+			r.itl = r.itl[:0]
 			r.text.Reset()
 		}
 	}
