@@ -292,8 +292,11 @@ func (c *loopConn) ready(events uint32, buf []byte) {
 		// stream on it.
 		if p := recover(); p != nil && c.x == x {
 			x.r.res.Class, x.r.res.Err = ClassProtocol, fmt.Errorf("stream request: panic: %v", p)
+			x.eof = false // the goroutine closes the connection
+			// Out of the loop's set, not closed: the request's goroutine may
+			// still be writing to the descriptor, and closes it itself.
+			_ = unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
 			c.finish(x, phDone)
-			c.closeLocked()
 		}
 	}()
 	c.readIn(x, buf)
@@ -317,6 +320,12 @@ func (c *loopConn) idle() {
 func (c *loopConn) finish(x *loopExchange, phase loopPhase) {
 	x.phase = phase
 	c.x = nil
+	if x.wantOut {
+		// The writer wakes to this signal; a write interest left behind
+		// would fire without end (level triggered).
+		x.wantOut = false
+		c.setInterest(false)
+	}
 	x.signal()
 }
 
@@ -375,13 +384,17 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 	if x.phase == phHead {
 		buf := pb.buf[pb.r:pb.w]
 		if !bytes.Contains(buf, []byte("\r\n\r\n")) {
-			if pb.rerr == nil {
+			switch {
+			case notFastHead(buf):
+				c.handBack(x) // net/http reads it, as on the blocking path
+				return true
+			case pb.rerr == nil:
 				return false
+			case x.nread > 0:
+				c.handBack(x) // a cut head: net/http's error, as on the blocking path
+				return true
 			}
 			x.err = pb.rerr
-			if errors.Is(x.err, io.EOF) && x.nread > 0 {
-				x.err = io.ErrUnexpectedEOF
-			}
 			c.finish(x, phDone)
 			return true
 		}
@@ -428,7 +441,7 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 		}
 		if x.phase == phDrain {
 			if err != nil {
-				x.eof = pb.done && !pb.leftover()
+				x.eof = pb.done && !pb.leftover() && r.res.Err == nil
 				c.finish(x, phDone)
 				return true
 			}
@@ -440,11 +453,35 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 				x.signal() // the goroutine bounds the drain
 				continue
 			}
-			x.eof = pb.done && !pb.leftover()
+			// Reused only after a success that read the body to its end,
+			// as on the blocking path.
+			x.eof = pb.done && !pb.leftover() && r.res.Err == nil
 			c.finish(x, phDone)
 			return true
 		}
 	}
+}
+
+// notFastHead reports bytes that cannot start a head parseHeadFast
+// accepts: a status line other than "HTTP/1.1 200", or a line that ends in
+// a bare LF (which net/http accepts). Such a head goes to net/http as soon
+// as that is known, rather than after a "\r\n\r\n" that may never come.
+func notFastHead(buf []byte) bool {
+	const status = "HTTP/1.1 200"
+	if n := min(len(buf), len(status)); string(buf[:n]) != status[:n] {
+		return true
+	}
+	for i := bytes.IndexByte(buf, '\n'); i >= 0; {
+		if i == 0 || buf[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(buf[i+1:], '\n')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // handBack gives the exchange back to its goroutine with the bytes read so
@@ -528,10 +565,17 @@ func (c *loopConn) send(ctx context.Context, r *run, st *streamState, bufs [][]b
 		return x, fmt.Errorf("write request: %w", io.EOF)
 	}
 	c.pb, c.stash = pushBody{}, c.stash[:0]
+	c.setInterest(false) // an interest an earlier exchange left behind
 	c.x = x
 	c.mu.Unlock()
 	err := c.write(ctx, x, bufs)
 	if err != nil && !errors.Is(err, errAnswered) {
+		c.mu.Lock()
+		answered := c.x != x // the loop finished with the response first
+		c.mu.Unlock()
+		if answered {
+			return x, errAnswered
+		}
 		c.abort(x)
 	}
 	return x, err

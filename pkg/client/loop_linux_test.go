@@ -1,11 +1,16 @@
 package client
 
 import (
+	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,5 +113,144 @@ func TestLoopHandsBackOtherReplies(t *testing.T) {
 	res = c.Stream(t.Context(), userRequest("hi"))
 	if !res.OK() || res.Text != "z" {
 		t.Fatalf("200 with a length: %+v", res)
+	}
+}
+
+// rawReplies serves each connection's requests with the raw replies given,
+// one per request, reading each request's head and Content-Length body
+// first; a reply ending in close is followed by closing the connection.
+func rawReplies(t *testing.T, replies ...func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for _, reply := range replies {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			reply(c)
+		}
+		_, _ = io.Copy(io.Discard, br) // hold the connection open
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestLoopBareLFHeads checks heads that end their lines in a bare LF,
+// which net/http accepts: they go back to the blocking path at once
+// instead of waiting for a CRLF CRLF that never comes. A keep-alive 429
+// is reported without waiting for the context; a close-delimited stream
+// keeps each token's own time.
+func TestLoopBareLFHeads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	url := rawReplies(t, func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 429 Too Many Requests\nContent-Type: application/json\nContent-Length: 37\n\n{\"error\":{\"message\":\"slow down now\"}}")
+	})
+	c := mustNew(t, newConfig(url))
+	start := time.Now()
+	res := c.Stream(ctx, userRequest("hi"))
+	if res.Class != ClassRateLimited || time.Since(start) > 5*time.Second {
+		t.Fatalf("bare-LF 429: class %q err %v after %v", res.Class, res.Err, time.Since(start))
+	}
+
+	url = rawReplies(t, func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\nContent-Type: text/event-stream\nConnection: close\n\n")
+		for _, e := range []string{chunk("a", ""), chunk("b", ""), chunk("c", "stop"), doneEvent} {
+			_, _ = io.WriteString(c, e)
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = c.Close()
+	})
+	c = mustNew(t, newConfig(url))
+	res = c.Stream(ctx, userRequest("hi"))
+	if !res.OK() || res.Text != "abc" || len(res.ITL) != 2 || res.ITL[0] < 15*time.Millisecond {
+		t.Fatalf("bare-LF close-delimited stream: %+v", res)
+	}
+}
+
+// TestLoopAnsweredWhileWriting: the server streams its whole answer while
+// the client is still writing a request larger than the socket buffers,
+// then reads the rest. The stream succeeds, and the connection, if it is
+// pooled, must not keep a write interest: level triggered, it would wake
+// its loop for ever (the process's CPU is checked while it is idle).
+func TestLoopAnsweredWhileWriting(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(chunk("x", "stop"), doneEvent)(w, r)
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	c := mustNew(t, newConfig(srv.URL))
+	res := c.Stream(t.Context(), userRequest(strings.Repeat("long prompt ", 2<<20)))
+	if !res.OK() || res.Text != "x" {
+		t.Fatalf("stream: %+v", res)
+	}
+	c.h1.pool.mu.Lock()
+	for _, pc := range c.h1.pool.idle {
+		if pc.lc != nil {
+			pc.lc.mu.Lock()
+			out := pc.lc.out
+			pc.lc.mu.Unlock()
+			if out {
+				t.Error("a pooled connection kept its write interest")
+			}
+		}
+	}
+	c.h1.pool.mu.Unlock()
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	time.Sleep(300 * time.Millisecond)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	used := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
+	t.Logf("CPU while idle: %v in 300 ms", used)
+	if used > 150*time.Millisecond {
+		t.Errorf("the process used %v of CPU in 300 ms of idling: a loop spins", used)
+	}
+}
+
+// TestLoopFinishDropsWriteInterest: an exchange that ends while its writer
+// waits for room (the server answered first) leaves no write interest on
+// the connection. Level triggered, a writable socket would otherwise wake
+// its loop on every wait for as long as the connection lives.
+func TestLoopFinishDropsWriteInterest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := detach(conn)
+	if lc == nil {
+		t.Fatal("the connection did not go to a loop")
+	}
+	defer lc.close()
+	x := &lc.ex
+	lc.mu.Lock()
+	lc.x, x.wake = x, make(chan struct{}, 1)
+	x.wantOut = true
+	lc.setInterest(true) // as waitWritable does
+	if !lc.out {
+		lc.mu.Unlock()
+		t.Fatal("write interest not set")
+	}
+	lc.finish(x, phDone)
+	out := lc.out
+	lc.mu.Unlock()
+	if out {
+		t.Error("the exchange ended with the write interest still set")
 	}
 }

@@ -8,23 +8,19 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/sse"
 )
 
-// pushBufferSize is a pushed stream's socket buffer. One read takes what
-// the socket holds, typically one or a few token events of a few hundred
-// bytes; a read that fills it is followed by another.
-const pushBufferSize = 2 << 10
-
 // errChunkLine is a chunk-size or trailer line longer than the buffer.
 var errChunkLine = errors.New("chunk header line too long")
 
 // pushBody decodes an HTTP/1.1 chunked body (RFC 9112, section 7.1) from
 // bytes pushed into it as the socket delivers them, instead of pulling them
-// with blocking reads: the read loop appends what one read(2) returned and
-// the SSE reader above takes the decoded data through Read, which says
-// sse.ErrWouldBlock when the buffered bytes hold no more data. The framing
-// rules are chunkedBody's: CRLF line endings, extensions ignored, trailers
-// discarded.
+// with blocking reads: an event loop points buf at what it read (the bytes
+// kept from earlier reads first) and the SSE reader above takes the decoded
+// data through Read, which says sse.ErrWouldBlock when the buffered bytes
+// hold no more data; the loop keeps what is left undecoded for the next
+// read. The framing rules are chunkedBody's: CRLF line endings, extensions
+// ignored, trailers discarded.
 type pushBody struct {
-	buf  []byte // socket bytes; buf[r:w] are not decoded yet
+	buf  []byte // socket bytes, while a read is handled; buf[r:w] are not decoded yet
 	r, w int
 
 	n        uint64 // data bytes of the current chunk not yet decoded
@@ -36,29 +32,10 @@ type pushBody struct {
 	rerr error // the socket's end (io.EOF) or read error, after buf[r:w]
 }
 
-// reset prepares b for a new body; it keeps the buffer.
-func (b *pushBody) reset() {
-	if b.buf == nil {
-		b.buf = make([]byte, pushBufferSize)
-	}
-	*b = pushBody{buf: b.buf}
-}
-
 // startBody starts decoding a body whose first byte is at b.r, keeping the
 // bytes buffered and the socket's end if it came.
 func (b *pushBody) startBody() {
 	b.n, b.crlf, b.trailers, b.done, b.err = 0, false, false, false, nil
-}
-
-// space returns the free end of the buffer for the next read, moving the
-// undecoded bytes to its front first. It is empty only when a framing line
-// fills the whole buffer.
-func (b *pushBody) space() []byte {
-	if b.r > 0 {
-		b.w = copy(b.buf, b.buf[b.r:b.w])
-		b.r = 0
-	}
-	return b.buf[b.w:]
 }
 
 // leftover reports whether bytes follow the body's end: the connection

@@ -11,6 +11,28 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/sse"
 )
 
+// pushBufferSize is the buffer the tests push through: small, so that
+// lines and chunks cross its end.
+const pushBufferSize = 2 << 10
+
+// reset prepares b for a new body with a buffer of pushBufferSize.
+func (b *pushBody) reset() {
+	if b.buf == nil {
+		b.buf = make([]byte, pushBufferSize)
+	}
+	*b = pushBody{buf: b.buf}
+}
+
+// space returns the free end of the buffer for the next push, moving the
+// undecoded bytes to its front first, as the event loop keeps them.
+func (b *pushBody) space() []byte {
+	if b.r > 0 {
+		b.w = copy(b.buf, b.buf[b.r:b.w])
+		b.r = 0
+	}
+	return b.buf[b.w:]
+}
+
 // readPushed decodes in with pushBody, pushing it in pieces of the sizes
 // given (cycled; 0 pushes nothing, a would-block round) and reading with
 // p of readSize bytes between pushes, as the read loop does; at the end of
