@@ -122,6 +122,17 @@ func startProc(t *testing.T, ctx context.Context, name, dir string, unset []stri
 		p.code = p.cmd.ProcessState.ExitCode()
 		p.finishedIn = time.Since(p.startedAt)
 	}()
+	// A process still running when the test ends is killed and waited
+	// for here: the context's kill is asynchronous, and a test binary that
+	// exits first leaves it running (a simulator outlived TestSoak so).
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
 	return p
 }
 
