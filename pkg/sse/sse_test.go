@@ -30,14 +30,9 @@ func collect(t testing.TB, rd io.Reader, maxLine int) result {
 		if errors.Is(err, ErrWouldBlock) {
 			continue // a stalling source: the Reader waits with it
 		}
-		if err != nil {
-			res.err = err
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				res.last = copyEvent(ev)
-			}
+		if res.add(ev, err) {
 			break
 		}
-		res.events = append(res.events, copyEvent(ev))
 		if i > 1<<20 {
 			t.Fatal("too many events")
 		}
@@ -47,6 +42,20 @@ func collect(t testing.TB, rd io.Reader, maxLine int) result {
 		t.Fatalf("second Next after error = %v, want sticky %v", err, res.err)
 	}
 	return res
+}
+
+// add records what Next returned (an error other than ErrWouldBlock ends
+// the parse) and reports whether the parse ended.
+func (res *result) add(ev Event, err error) bool {
+	if err != nil {
+		res.err = err
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			res.last = copyEvent(ev)
+		}
+		return true
+	}
+	res.events = append(res.events, copyEvent(ev))
+	return false
 }
 
 func copyEvent(ev Event) Event {
@@ -499,14 +508,9 @@ func collectParsed(t testing.TB, in, sizes []byte, maxLine int) result {
 		if errors.Is(err, ErrWouldBlock) {
 			continue
 		}
-		if err != nil {
-			res.err = err
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				res.last = copyEvent(ev)
-			}
+		if res.add(ev, err) {
 			break
 		}
-		res.events = append(res.events, copyEvent(ev))
 	}
 	res.retry = r.Retry()
 	return res
