@@ -259,3 +259,42 @@ func TestLoopFinishDropsWriteInterest(t *testing.T) {
 		t.Error("the exchange ended with the write interest still set")
 	}
 }
+
+// TestLoopSplitReads sends one streamed reply in two writes, split at
+// every byte, with a pause between them so that the loop reads each part
+// on its own: the head, the chunk framing, an event's lines and the
+// chunk's closing CRLF are each cut somewhere. Every request must read the
+// same text and chunks, and leave its connection reusable.
+func TestLoopSplitReads(t *testing.T) {
+	events := []string{roleChunk(), chunk("a", ""), chunk("b", ""), chunk("c", "stop"), doneEvent}
+	var body strings.Builder
+	for _, e := range events {
+		body.WriteString(strconv.FormatInt(int64(len(e)), 16) + "\r\n" + e + "\r\n")
+	}
+	reply := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		body.String() + "0\r\n\r\n"
+	replies := make([]func(net.Conn), len(reply)-1)
+	for i := range replies {
+		at := i + 1
+		replies[i] = func(c net.Conn) {
+			_, _ = io.WriteString(c, reply[:at])
+			time.Sleep(time.Millisecond)
+			_, _ = io.WriteString(c, reply[at:])
+		}
+	}
+	c := mustNew(t, newConfig(rawReplies(t, replies...)))
+	for i := range replies {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		res := c.Stream(ctx, userRequest("hi"))
+		cancel()
+		if !res.OK() || res.Text != "abc" || res.OutputTokens != 3 || len(res.ITL) != 2 || res.FinishReason != "stop" {
+			t.Fatalf("split after byte %d of %d: %+v", i+1, len(reply), res)
+		}
+		if i > 0 && !res.ConnReused {
+			t.Fatalf("split after byte %d: the connection was not reused", i+1)
+		}
+	}
+	if !pooledLoopConn(t, c) {
+		t.Error("the connection is not on an event loop")
+	}
+}

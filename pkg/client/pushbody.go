@@ -123,6 +123,10 @@ func (b *pushBody) data() []byte {
 	return nil
 }
 
+// more reports whether the body may still bring data: it has not ended,
+// failed, or met the socket's end.
+func (b *pushBody) more() bool { return !b.done && b.err == nil && b.rerr == nil }
+
 // consume marks n bytes of what data returned as decoded.
 func (b *pushBody) consume(n int) {
 	b.r += n

@@ -163,6 +163,9 @@ func (r *Reader) Next() (Event, error) {
 // and changes nothing, and the caller gives the bytes to Next through the
 // Reader's source. Data aliases p. The check is one scan of the line
 // instead of copying it into the Reader and reading it back.
+// Max is the longest line or event data r accepts.
+func (r *Reader) Max() int { return r.max }
+
 func (r *Reader) Parse(p []byte) (ev Event, n int, ok bool) {
 	if !r.started || r.r != r.w || r.skipLF || r.pending || r.stopErr != nil || (!r.reset && len(r.data) > 0) {
 		return Event{}, 0, false
