@@ -201,7 +201,7 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	if !cfg.HTTP2 {
 		c.h1 = newH1Transport(cfg, u, creds.header, cfg.MaxConnsPerHost)
 	}
-	c.states.New = func() any { return &streamState{rd: sse.NewReader(nil, c.maxLine)} }
+	c.states.New = func() any { return &streamState{rd: *sse.NewReader(nil, c.maxLine)} }
 	c.logger.Debug("client ready", "url", c.shownURL, "model", c.model, "http2", c.http2,
 		"api_key_set", creds.key != "", "headers", len(cfg.Headers))
 	return c, nil
