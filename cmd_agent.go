@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetbench/fleetbench/agent"
+	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/flags"
 )
 
@@ -40,6 +41,9 @@ func (c *cli) agentCmd() *cobra.Command {
 				return err
 			}
 			cfg.Token = token
+			if reserveLoopProcs {
+				defer client.ReserveLoopProcs()()
+			}
 			// The agent's own health; the load it measures is exported,
 			// merged over the fleet, by the coordinator.
 			reg := newMetricsRegistry(metricsAddr)

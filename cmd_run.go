@@ -73,6 +73,11 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 			if o.dryRun {
 				return writeDryRun(c.stdout, rc.Plan())
 			}
+			if reserveLoopProcs && rc.Client.BaseURL != "" {
+				// Against a target of its own, not the built-in simulator
+				// sharing this process's CPUs.
+				defer client.ReserveLoopProcs()()
+			}
 			reg := newMetricsRegistry(o.metrics)
 			dash, err := newDashboard("run", o.metrics, os.Getenv(tokenEnv), o.uiBaseline, !rc.Load.OpenLoop(),
 				"the open loop's arrival rate is fixed (--request-rate)", c.logger)

@@ -40,7 +40,13 @@ const (
 	exitInterrupted = 130
 )
 
+// reserveLoopProcs is set in a real process: its load commands give the
+// client's event loops Ps of their own (client.ReserveLoopProcs), which
+// in-process tests, sharing one scheduler, must not do.
+var reserveLoopProcs bool
+
 func main() {
+	reserveLoopProcs = true
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, stop, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

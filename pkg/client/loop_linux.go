@@ -72,7 +72,8 @@ const loopBufferSize = maxLoopHead
 // pollLoops starts the loops on first use; an error leaves the client on
 // Go's poller.
 var pollLoops = sync.OnceValues(func() ([]*pollLoop, error) {
-	loops := make([]*pollLoop, max(runtime.GOMAXPROCS(0), 1))
+	loopCount.CompareAndSwap(0, int32(max(runtime.GOMAXPROCS(0), 1)))
+	loops := make([]*pollLoop, loopCount.Load())
 	for i := range loops {
 		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
@@ -88,6 +89,38 @@ var pollLoops = sync.OnceValues(func() ([]*pollLoop, error) {
 	}
 	return loops, nil
 })
+
+// loopCount is the number of event loops: the scheduler's parallelism when
+// they start, or when ReserveLoopProcs fixed it before that.
+var loopCount atomic.Int32
+
+// ReserveLoopProcs gives the event loops Ps of their own: it fixes the
+// number of loops at the scheduler's parallelism n and raises GOMAXPROCS
+// to 2n. With n Ps shared by n loops and the requests' goroutines, a loop
+// that epoll_wait woke often found its P handed to a request goroutine and
+// queued for one, and the hand-offs cost CPU of their own; with 2n, a
+// woken loop runs at once and the kernel shares the n CPUs among the
+// threads (BenchmarkFloorRatio, docs/design.md: at 1,000 to 4,000 sessions
+// fleetbench's CPU per request fell by 5 to 15%).
+//
+// It changes nothing when the environment sets GOMAXPROCS, when the
+// runtime holds GOMAXPROCS below the CPUs the process may run on (a CPU
+// limit, a cgroup quota: more runnable threads than the quota allows are
+// throttled, which costs latency more than sharing Ps does), or when the
+// loops already run at another count. Call it before the first request;
+// the returned function sets GOMAXPROCS back (the loops keep their count).
+// fleetbench's agent command, and run with a --target, call it at start.
+func ReserveLoopProcs() (restore func()) {
+	n := runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") != "" || n < runtime.NumCPU() {
+		return func() {}
+	}
+	if loopCount.CompareAndSwap(0, int32(n)); loopCount.Load() != int32(n) {
+		return func() {}
+	}
+	runtime.GOMAXPROCS(2 * n)
+	return func() { runtime.GOMAXPROCS(n) }
+}
 
 func (l *pollLoop) run() {
 	evs := make([]unix.EpollEvent, 256)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -297,4 +299,38 @@ func TestLoopSplitReads(t *testing.T) {
 	if !pooledLoopConn(t, c) {
 		t.Error("the connection is not on an event loop")
 	}
+}
+
+// TestReserveLoopProcs checks that the loops get Ps of their own (GOMAXPROCS
+// doubled, the loops' count kept at the original) and that the setting is
+// left alone when the environment sets GOMAXPROCS or the loops run at
+// another count.
+func TestReserveLoopProcs(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") != "" || n < runtime.NumCPU() {
+		t.Skip("GOMAXPROCS is set or held below the CPUs here")
+	}
+	restore := ReserveLoopProcs()
+	if got, loops := runtime.GOMAXPROCS(0), loopCount.Load(); got != 2*n || int(loops) != n {
+		t.Errorf("reserved: GOMAXPROCS %d, %d loops; want %d and %d", got, loops, 2*n, n)
+	}
+	restore()
+	if got := runtime.GOMAXPROCS(0); got != n {
+		t.Fatalf("restored: GOMAXPROCS %d, want %d", got, n)
+	}
+
+	runtime.GOMAXPROCS(n + 1) // the loops run at n: another count
+	restore = ReserveLoopProcs()
+	if got := runtime.GOMAXPROCS(0); got != n+1 {
+		t.Errorf("loops at %d, GOMAXPROCS %d: reserved to %d", n, n+1, got)
+	}
+	restore()
+	runtime.GOMAXPROCS(n)
+
+	t.Setenv("GOMAXPROCS", strconv.Itoa(n))
+	restore = ReserveLoopProcs()
+	if got := runtime.GOMAXPROCS(0); got != n {
+		t.Errorf("GOMAXPROCS set in the environment: changed to %d", got)
+	}
+	restore()
 }

@@ -40,6 +40,9 @@ type loopExchange struct {
 
 var errAnswered = errors.New("response before the whole request was sent")
 
+// ReserveLoopProcs changes nothing: there are no event loops here.
+func ReserveLoopProcs() (restore func()) { return func() {} }
+
 func useLoops() bool               { return false }
 func detach(net.Conn) *loopConn    { return nil }
 func (c *loopConn) close()         {}

@@ -64,7 +64,9 @@ func (c *benchConv) Next(_ context.Context, k int, _ []openai.Message) (workload
 //     (server-cpu-s/1k-req is the child's, for comparison), gc-cpu-% the
 //     share of it the runtime estimates went to garbage collection and
 //     gc-cycles the collections in the window. The client runs with the
-//     collector target fleetbench's commands set (TuneGC; GOGC overrides).
+//     collector target fleetbench's commands set (TuneGC; GOGC overrides)
+//     and with the Ps the agent reserves for its event loops
+//     (client.ReserveLoopProcs: GOMAXPROCS doubled while it runs).
 //
 // Diagnostics: server-late-* is how late the server itself wrote first
 // tokens (its share of the "client-added" figure, mostly CPU contention on a
@@ -160,8 +162,10 @@ func (m figures) report(b *testing.B) {
 
 func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	sessions := plan.sessions
-	// The collector's target fleetbench's commands run with (GOGC wins).
+	// The collector's target fleetbench's commands run with (GOGC wins),
+	// and the event loops' own Ps, as the agent command reserves them.
 	TuneGC()
+	defer client.ReserveLoopProcs()()
 	srv0 := startServer(b, plan.env...)
 	defer srv0.stop()
 	raw, base, pid := srv0.raw, srv0.std, srv0.pid
