@@ -360,7 +360,7 @@ func (c *loopConn) warm(x *loopExchange) uintptr {
 	}
 	s := uintptr(c.pb.n) + uintptr(len(c.stash)) + uintptr(x.nread)
 	s += uintptr(len(r.itl)) + uintptr(r.chunks) + uintptr(r.text.Len())
-	rd, ch := st.rd, &st.chunk
+	rd, ch := &st.rd, &st.chunk
 	s += uintptr(rd.Max()) + uintptr(len(ch.Choices)) + uintptr(len(ch.shape.prev))
 	if n := len(r.itl); n > 0 && n < cap(r.itl) {
 		s += uintptr(r.itl[:n+1][n])
