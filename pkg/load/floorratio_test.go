@@ -136,8 +136,8 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 		for _, u := range []string{unitP50, unitP99, unitCPU} {
 			ratios[u] = append(ratios[u], ratio(f[u], e[u]))
 		}
-		b.Logf("run %d (%s first): fleetbench p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s, %.0f in flight, %.1f KiB/stream, %.0f GC cycles (%.1f%% of its CPU) | epoll p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s | ratios p50 %.2f p99 %.2f cpu %.2f | server %.3f/%.3f cpu-ms/req, loadavg %.1f",
-			r+1, order[0], f[unitP50], f[unitP99], f[unitCPU], f["req/s"], f["in-flight"], f["B/stream"]/1024, f["gc-cycles"], f["gc-cpu-%"],
+		b.Logf("run %d (%s first): fleetbench p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s, %.0f in flight, %.1f KiB/stream, %.0f GC cycles (%.1f%% of its CPU), %.0f B allocated/req | epoll p50 %.2f p99 %.2f ms, %.3f cpu-ms/req, %.0f req/s | ratios p50 %.2f p99 %.2f cpu %.2f | server %.3f/%.3f cpu-ms/req, loadavg %.1f",
+			r+1, order[0], f[unitP50], f[unitP99], f[unitCPU], f["req/s"], f["in-flight"], f["B/stream"]/1024, f["gc-cycles"], f["gc-cpu-%"], f["alloc-B/req"],
 			e[unitP50], e[unitP99], e[unitCPU], e["req/s"],
 			ratios[unitP50][r], ratios[unitP99][r], ratios[unitCPU][r],
 			f["server-cpu-s/1k-req"], e["server-cpu-s/1k-req"], e["loadavg"])

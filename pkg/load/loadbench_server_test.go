@@ -248,6 +248,16 @@ func gcCPU() (float64, uint64) {
 	return s[0].Value.Float64(), s[1].Value.Uint64()
 }
 
+// heapAllocs is the bytes allocated on the heap since the process started.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 // memInUse returns the heap in use and the goroutine stacks after a
 // collection.
 func memInUse() (heap, stack uint64) {

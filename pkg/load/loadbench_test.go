@@ -62,8 +62,9 @@ func (c *benchConv) Next(_ context.Context, k int, _ []openai.Message) (workload
 //     the run, per session;
 //   - cpu-s/1k-req: this process's user+system CPU per 1,000 requests
 //     (server-cpu-s/1k-req is the child's, for comparison), gc-cpu-% the
-//     share of it the runtime estimates went to garbage collection and
-//     gc-cycles the collections in the window. The client runs with the
+//     share of it the runtime estimates went to garbage collection,
+//     gc-cycles the collections in the window and alloc-B/req the heap
+//     bytes allocated in it per request. The client runs with the
 //     collector target fleetbench's commands set (TuneGC; GOGC overrides)
 //     and with the Ps the agent reserves for its event loops
 //     (client.ReserveLoopProcs: GOMAXPROCS doubled while it runs).
@@ -232,6 +233,7 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	e.SetWindow(1)
 	fetchServerStats(b, base, true)
 	gc0, cycles0 := gcCPU()
+	alloc0 := heapAllocs()
 	stopProfile := startCPUProfile(os.Getenv("FLEETBENCH_BENCH_CPUPROFILE"))
 	cpu0, srvCPU0, t0 := cpuTime(), testserve.ProcCPU(pid), time.Now()
 	time.Sleep(plan.measure)
@@ -239,6 +241,7 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	stopProfile()
 	cpu, srvCPU, elapsed := cpuTime()-cpu0, testserve.ProcCPU(pid)-srvCPU0, time.Since(t0)
 	gc, cycles := gcCPU()
+	alloc := heapAllocs() - alloc0
 	gc, cycles = gc-gc0, cycles-cycles0
 	srv := fetchServerStats(b, base, false)
 	load := loadAverage()
@@ -304,6 +307,7 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 		m.set(100*gc/cpu.Seconds(), "gc-cpu-%")
 	}
 	m.set(float64(cycles), "gc-cycles")
+	m.set(float64(alloc)/float64(w.Counters.Requests), "alloc-B/req")
 	m.set(float64(w.Counters.Requests)/elapsed.Seconds(), "req/s")
 	m.set(float64(w.Counters.Failed), "failed")
 	if w.Counters.Failed > 0 {
