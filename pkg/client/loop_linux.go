@@ -157,7 +157,7 @@ func (l *pollLoop) run() {
 			// and the stream state are still in its cache, rather than
 			// wait for another thread to be woken and steal them. At
 			// 1,000 and 2,000 sessions this cut fleetbench's CPU per
-			// request by 12 to 13% (BenchmarkFloorRatio, alternating
+			// request by 13 to 16% (BenchmarkFloorRatio, alternating
 			// pairs, docs/design.md); when the cores are saturated it
 			// changes nothing measurable.
 			runtime.Gosched()
