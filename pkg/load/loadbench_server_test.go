@@ -238,24 +238,15 @@ func cpuTime() time.Duration {
 }
 
 // gcCPU is the CPU time the garbage collector has used, in seconds, as the
-// runtime estimates it, and the number of collections so far.
-func gcCPU() (float64, uint64) {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+// runtime estimates it, the number of collections so far and the bytes
+// allocated on the heap so far.
+func gcCPU() (float64, uint64, uint64) {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64 || s[1].Value.Kind() != metrics.KindUint64 {
-		return 0, 0
+	if s[0].Value.Kind() != metrics.KindFloat64 || s[1].Value.Kind() != metrics.KindUint64 || s[2].Value.Kind() != metrics.KindUint64 {
+		return 0, 0, 0
 	}
-	return s[0].Value.Float64(), s[1].Value.Uint64()
-}
-
-// heapAllocs is the bytes allocated on the heap since the process started.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
+	return s[0].Value.Float64(), s[1].Value.Uint64(), s[2].Value.Uint64()
 }
 
 // memInUse returns the heap in use and the goroutine stacks after a

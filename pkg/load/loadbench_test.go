@@ -232,17 +232,15 @@ func benchClosedLoop(b *testing.B, plan benchPlan) figures {
 	time.Sleep(plan.warm)
 	e.SetWindow(1)
 	fetchServerStats(b, base, true)
-	gc0, cycles0 := gcCPU()
-	alloc0 := heapAllocs()
+	gc0, cycles0, alloc0 := gcCPU()
 	stopProfile := startCPUProfile(os.Getenv("FLEETBENCH_BENCH_CPUPROFILE"))
 	cpu0, srvCPU0, t0 := cpuTime(), testserve.ProcCPU(pid), time.Now()
 	time.Sleep(plan.measure)
 	e.SetWindow(2)
 	stopProfile()
 	cpu, srvCPU, elapsed := cpuTime()-cpu0, testserve.ProcCPU(pid)-srvCPU0, time.Since(t0)
-	gc, cycles := gcCPU()
-	alloc := heapAllocs() - alloc0
-	gc, cycles = gc-gc0, cycles-cycles0
+	gc, cycles, alloc := gcCPU()
+	gc, cycles, alloc = gc-gc0, cycles-cycles0, alloc-alloc0
 	srv := fetchServerStats(b, base, false)
 	load := loadAverage()
 	// Let the window's last turns end: it counts the turns sent in it, and
