@@ -3,9 +3,22 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"mime"
 	"net/http"
 	"strings"
 )
+
+// isJSON reports whether the Content-Type value ct names application/json
+// (whatever its case and parameters): a server that ignored "stream": true.
+// A value without "json" in it cannot, and skips mime.ParseMediaType, which
+// builds a map on every call: the usual text/event-stream costs a scan.
+func isJSON(ct string) bool {
+	if !strings.Contains(strings.ToLower(ct), "json") {
+		return false
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "application/json"
+}
 
 // readHeadFast parses the head of the usual streamed reply without
 // net/http: "HTTP/1.1 200 ...", simple header lines and

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strings"
@@ -95,4 +96,20 @@ func BenchmarkReadHead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzIsJSON checks isJSON's shortcut against mime.ParseMediaType on every
+// value: the two agree whether or not the value mentions json.
+func FuzzIsJSON(f *testing.F) {
+	for _, ct := range []string{"text/event-stream", "text/event-stream; charset=utf-8", "application/json",
+		"Application/JSON; charset=utf-8", "application/jsonl", "application/x-ndjson", "", ";", "application/json ;q=1",
+		"APPLICATION/JSON", "application/problem+json", "text/plain; note=json"} {
+		f.Add(ct)
+	}
+	f.Fuzz(func(t *testing.T, ct string) {
+		mt, _, _ := mime.ParseMediaType(ct)
+		if want := mt == "application/json"; isJSON(ct) != want {
+			t.Errorf("isJSON(%q) = %v, ParseMediaType says %q", ct, !want, mt)
+		}
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -444,7 +443,7 @@ func (c *loopConn) readIn(x *loopExchange, buf []byte) {
 			c.finish(x, phDone)
 			return
 		}
-		n, err := unix.Read(c.fd, buf[k:])
+		n, err := readNonblock(c.fd, buf[k:])
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -499,7 +498,7 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 			c.handBack(x)
 			return true
 		}
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		if isJSON(resp.Header.Get("Content-Type")) {
 			c.handBack(x)
 			return true
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -296,7 +295,7 @@ func (r *run) do(ctx context.Context, req *Request) {
 		r.httpError(&st.body, resp.StatusCode, resp.Header)
 		return
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+	if isJSON(resp.Header.Get("Content-Type")) {
 		msg := r.readMessage(&st.body)
 		r.fail(time.Now(), fmt.Errorf("%w: %s", ErrNotStreamed, msg), ClassProtocol, "read stream")
 		return
