@@ -127,12 +127,15 @@ func (f *floorRun) record(ttft time.Duration) {
 // benchClosedLoop names them.
 func (f *floorRun) measure(b *testing.B) figures {
 	stopProfile := startCPUProfile(f.profile)
-	cpu0, srvCPU0, t0 := cpuTime(), testserve.ProcCPU(f.srv.pid), time.Now()
+	user0, sys0 := cpuTimes()
+	srvCPU0, t0 := testserve.ProcCPU(f.srv.pid), time.Now()
 	f.measuring.Store(true)
 	time.Sleep(f.window)
 	f.measuring.Store(false)
 	stopProfile()
-	cpu, srvCPU, elapsed := cpuTime()-cpu0, testserve.ProcCPU(f.srv.pid)-srvCPU0, time.Since(t0)
+	user, sys := cpuTimes()
+	user, sys = user-user0, sys-sys0
+	cpu, srvCPU, elapsed := user+sys, testserve.ProcCPU(f.srv.pid)-srvCPU0, time.Since(t0)
 	n := f.requests.Load()
 	if n == 0 {
 		b.Fatal("no request completed in the measurement window")
@@ -144,6 +147,7 @@ func (f *floorRun) measure(b *testing.B) figures {
 		"ttft-added-p99-ms":   ms(f.added.Percentile(99)),
 		"ttft-added-p99.9-ms": ms(f.added.Percentile(99.9)),
 		"cpu-s/1k-req":        cpu.Seconds() / float64(n) * 1000,
+		"user-cpu-s/1k-req":   user.Seconds() / float64(n) * 1000,
 		"server-cpu-s/1k-req": srvCPU.Seconds() / float64(n) * 1000,
 		"req/s":               float64(n) / elapsed.Seconds(),
 		"loadavg":             loadAverage(),
