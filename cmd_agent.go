@@ -21,6 +21,7 @@ func (c *cli) agentCmd() *cobra.Command {
 	cfg := agent.Config{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Index: -1, Version: version}
 	var tokenFile, endpoint, termLog, metricsAddr string
 	var apiKeyEnv string
+	var blockingReads bool
 	cmd := &cobra.Command{
 		Use:   "agent --coordinator ADDR [flags]",
 		Short: "run an agent that takes sessions from a coordinator",
@@ -41,7 +42,7 @@ func (c *cli) agentCmd() *cobra.Command {
 				return err
 			}
 			cfg.Token = token
-			if reserveLoopProcs {
+			if reserveLoopProcs && !blockingReads {
 				defer client.ReserveLoopProcs()()
 			}
 			// The agent's own health; the load it measures is exported,
@@ -52,7 +53,7 @@ func (c *cli) agentCmd() *cobra.Command {
 				return err
 			}
 			defer stopMetrics()
-			a, err := agent.New(cfg, agent.ClientBuilder(c.logger, apiKeyEnv, endpoint), c.logger,
+			a, err := agent.New(cfg, agent.ClientBuilder(c.logger, agent.ClientOptions{APIKeyEnv: apiKeyEnv, Endpoint: endpoint, BlockingReads: blockingReads}), c.logger,
 				agent.WithChecker(agent.EnvChecker(apiKeyEnv)), agent.WithRegisterer(registerer(reg)))
 			if err != nil {
 				return err
@@ -79,7 +80,8 @@ func (c *cli) agentCmd() *cobra.Command {
 	flags.Group(fs, flags.GroupFleet, "coordinator", "id", "index", "capacity", "token-file", "tls-ca", "tls-server-name", "termination-log")
 	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the target's API key (default: the coordinator's --api-key-env, "+flags.DefaultAPIKeyEnv+"; unset variable: no key)")
 	fs.StringVar(&endpoint, "endpoint", "", "target endpoint: chat or completions (default: the coordinator's)")
-	flags.Group(fs, flags.GroupTarget, "api-key-env", "endpoint")
+	fs.BoolVar(&blockingReads, "blocking-reads", false, blockingReadsUsage)
+	flags.Group(fs, flags.GroupTarget, "api-key-env", "endpoint", "blocking-reads")
 	flags.MetricsListen(fs, &metricsAddr)
 	return cmd
 }

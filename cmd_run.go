@@ -42,6 +42,9 @@ func (c *cli) runCmd() *cobra.Command {
 	return cmd
 }
 
+// blockingReadsUsage is the help of run's and agent's --blocking-reads.
+const blockingReadsUsage = "read each HTTP/1.1 stream on its request's goroutine (as TLS and HTTP/2 streams always are) instead of the client's event loops (Linux, http:// targets): a fallback should the loops misbehave with a server"
+
 // newRun returns the run command and the options its flags fill.
 func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	o := &runOptions{
@@ -73,7 +76,7 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 			if o.dryRun {
 				return writeDryRun(c.stdout, rc.Plan())
 			}
-			if reserveLoopProcs && rc.Client.BaseURL != "" {
+			if reserveLoopProcs && rc.Client.BaseURL != "" && !rc.Client.BlockingReads {
 				// Against a target of its own, not the built-in simulator
 				// sharing this process's CPUs.
 				defer client.ReserveLoopProcs()()
@@ -102,10 +105,11 @@ func (c *cli) newRun() (*cobra.Command, *runOptions) {
 	fs.StringArrayVar(&o.headers, "header", nil, "extra request header NAME:VALUE (repeatable)")
 	fs.StringVar(&o.extraBody, "extra-body", "", "JSON object merged into every request body")
 	fs.BoolVar(&rc.Client.HTTP2, "http2", false, "use HTTP/2 (h2c for http:// targets)")
+	fs.BoolVar(&rc.Client.BlockingReads, "blocking-reads", false, blockingReadsUsage)
 	fs.DurationVar(&rc.Client.RequestTimeout, "timeout", 0, "bound on one whole request (0: none)")
 	fs.DurationVar(&rc.Client.FirstTokenTimeout, "first-token-timeout", 0, "bound on the time to the first token (0: none)")
 	fs.DurationVar(&rc.Client.ConnectTimeout, "connect-timeout", rc.Client.ConnectTimeout, "bound on dialing and the TLS handshake")
-	flags.Group(fs, flags.GroupTarget, "header", "extra-body", "http2", "timeout", "first-token-timeout", "connect-timeout")
+	flags.Group(fs, flags.GroupTarget, "header", "extra-body", "http2", "blocking-reads", "timeout", "first-token-timeout", "connect-timeout")
 
 	flags.Workload(fs, &rc.Workload)
 	fs.BoolVar(&rc.SingleTurn, "single-turn", false, "send only each conversation's first turn (vLLM-style single requests)")

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -159,6 +161,37 @@ func TestRunAgainstBuiltInSimulator(t *testing.T) {
 	// concurrency, exactly.
 	if res["late_sends"].(float64) == 0 && res["max_concurrent_requests"].(float64) != 8 {
 		t.Errorf("max_concurrent_requests %v, want 8", res["max_concurrent_requests"])
+	}
+}
+
+// TestRunBlockingReads runs a level both ways against a real server: with
+// --blocking-reads the client reads every stream on its request's
+// goroutine, without it (on Linux) in the event loops, and both measure
+// the same requests.
+func TestRunBlockingReads(t *testing.T) {
+	t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+	var requests atomic.Int64
+	srv := sseServer(t, &requests)
+	defer srv.Close()
+	for _, blocking := range []bool{false, true} {
+		dir := t.TempDir()
+		args := []string{"run", "--log-level", "debug", "--target", srv.URL, "--model", "m", "--concurrency", "2",
+			"--warmup", "200ms", "--duration", "600ms", "--max-tokens", "8", "--api-key-env", "FLEETBENCH_TEST_KEY", "--out", dir}
+		if blocking {
+			args = append(args, "--blocking-reads")
+		}
+		code, stdout, stderr := runCommand(t.Context(), args...)
+		if code != exitOK {
+			t.Fatalf("blocking %v: exit %d\nstdout:\n%s\nstderr:\n%s", blocking, code, stdout, stderr)
+		}
+		loops := !blocking && runtime.GOOS == "linux"
+		if want := fmt.Sprintf("event_loops=%t", loops); !strings.Contains(stderr, want) {
+			t.Errorf("blocking %v: the log lacks %q:\n%s", blocking, want, stderr)
+		}
+		res := readResult(t, dir)
+		if completed, _ := res["completed"].(float64); completed < 2 || res["failed"].(float64) != 0 {
+			t.Errorf("blocking %v: completed %v failed %v", blocking, res["completed"], res["failed"])
+		}
 	}
 }
 

@@ -95,7 +95,7 @@ func TestRemoteAgentRunsTheSameConversations(t *testing.T) {
 	}
 	// The workload travels as the agents receive it: through the wire.
 	wired := wire.WorkloadToProto(wcfg)
-	tgt, err := agent.ClientBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
+	tgt, err := agent.ClientBuilder(hclog.NewNullLogger(), agent.ClientOptions{APIKeyEnv: "FLEETBENCH_TEST_KEY"})(t.Context(), agent.Spec{
 		Target: "http://target.test", Model: "m", Workload: wire.WorkloadFromProto(wired),
 	})
 	if err != nil {
@@ -166,7 +166,7 @@ func TestRemoteAgentAsksTheUserModel(t *testing.T) {
 	if strings.Contains(prototext.Format(wired), "user-model-key-1234") {
 		t.Fatalf("the spec carries the user model's key: %v", wired)
 	}
-	tgt, err := agent.ClientBuilder(hclog.NewNullLogger(), "FLEETBENCH_TEST_KEY", "")(t.Context(), agent.Spec{
+	tgt, err := agent.ClientBuilder(hclog.NewNullLogger(), agent.ClientOptions{APIKeyEnv: "FLEETBENCH_TEST_KEY"})(t.Context(), agent.Spec{
 		Target: "http://target.test", Model: "m", Workload: wire.WorkloadFromProto(wired),
 	})
 	if err != nil {

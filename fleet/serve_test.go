@@ -33,7 +33,7 @@ func TestServeStopsGracefully(t *testing.T) {
 
 	wl := workload.Config{Kind: workload.KindDocChat, MaxTokens: 16, Documents: 2, PromptTokens: 300, Turns: workload.Turns{Min: 2, Max: 3}}
 	a, err := agent.New(agent.Config{ID: "remote-0", Coordinator: addr, Token: "serve-token", ReportInterval: 100 * time.Millisecond},
-		agent.ClientBuilder(logger, "FLEETBENCH_TEST_KEY", ""), logger)
+		agent.ClientBuilder(logger, agent.ClientOptions{APIKeyEnv: "FLEETBENCH_TEST_KEY"}), logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func New(cfg Config, logger hclog.Logger) (*Client, error) {
 	}
 	c.states.New = func() any { return &streamState{rd: *sse.NewReader(nil, c.maxLine)} }
 	c.logger.Debug("client ready", "url", c.shownURL, "model", c.model, "http2", c.http2,
-		"api_key_set", creds.key != "", "headers", len(cfg.Headers))
+		"event_loops", c.h1 != nil && c.h1.loops, "api_key_set", creds.key != "", "headers", len(cfg.Headers))
 	return c, nil
 }
 
