@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -74,5 +75,45 @@ func BenchmarkTokenEvent(b *testing.B) {
 			r.itl = r.itl[:0]
 			r.text.Reset()
 		}
+	}
+}
+
+// BenchmarkTokenEventStreams is BenchmarkTokenEvent over many streams at
+// once, each token going to the next stream in turn, as an event loop
+// serves thousands of streams: with 1 stream the state stays in the cache,
+// with thousands each token finds its stream's run and decoder state out
+// of the nearer caches. The difference is what the per-stream state's
+// layout costs a token (docs/design.md: most of what fleetbench's loops
+// spend beyond the epoll floor).
+func BenchmarkTokenEventStreams(b *testing.B) {
+	ev := sse.Event{Data: []byte(strings.TrimSuffix(strings.TrimPrefix(chunk(" token", ""), "data: "), "\n\n"))}
+	c := mustNew(b, newConfig("http://127.0.0.1:1"))
+	for _, n := range []int{1, 1000, 8000} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			type stream struct {
+				r  *run
+				st *streamState
+			}
+			streams := make([]stream, n)
+			for i := range streams {
+				streams[i] = stream{r: &run{c: c, res: &Result{}, itl: make([]time.Duration, 0, 64)}, st: &streamState{rd: *sse.NewReader(nil, c.maxLine)}}
+			}
+			now := time.Now()
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				s := &streams[i]
+				if _, err := s.r.event(s.st, ev, now); err != nil {
+					b.Fatal(err)
+				}
+				if len(s.r.itl) == cap(s.r.itl) { // a reply's worth, then the next
+					s.r.itl = s.r.itl[:0]
+					s.r.text.Reset()
+				}
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
 	}
 }
