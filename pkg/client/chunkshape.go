@@ -1,6 +1,9 @@
 package client
 
-import "bytes"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // A stream's token chunks differ from one another only in the token's
 // text: the id, model, created time, index and null finish reason repeat
@@ -52,22 +55,74 @@ func (sh *chunkShape) learn(data []byte, start, end int, k tokenKind) {
 // decoded from by the fast path (c must not have been changed since): the
 // same bytes but for the token string. It changes nothing and reports
 // false otherwise.
+// The stream's events take matchToken; match, which decodes every token
+// into c, is what FuzzChunkShape checks against encoding/json.
 func (c *wireChunk) match(data []byte) bool {
+	text, ok := c.matchToken(data)
+	if text != nil {
+		c.setToken(string(text))
+	}
+	return ok
+}
+
+// shapeOf reports whether data has c's shape, and returns a scanner over
+// data up to the bytes after the token string, at the token's value.
+func (c *wireChunk) shapeOf(data []byte) (scanner, bool) {
 	sh := &c.shape
 	if !sh.ok || len(c.Choices) != 1 {
-		return false
+		return scanner{}, false
 	}
 	tail := len(sh.prev) - sh.end
 	if len(data) < sh.start+2+tail ||
 		!bytes.Equal(data[:sh.start], sh.prev[:sh.start]) ||
 		!bytes.Equal(data[len(data)-tail:], sh.prev[sh.end:]) {
-		return false
+		return scanner{}, false
 	}
-	s := scanner{b: data[:len(data)-tail], i: sh.start}
+	return scanner{b: data[:len(data)-tail], i: sh.start}, true
+}
+
+// matchToken is match that spares the usual token a copy. When data has
+// c's shape and its token string has no escape, it returns the token's
+// text as the bytes it has in data, for the caller to use before data
+// changes, and c's token field keeps its last value (never nil, empty for
+// ""). Any other token string is decoded into c as match does, and text
+// is nil. ok is match's answer; when it is false nothing changed.
+func (c *wireChunk) matchToken(data []byte) (text []byte, ok bool) {
+	s, ok := c.shapeOf(data)
+	if !ok {
+		return nil, false
+	}
+	if b := s.b[s.i:]; len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		if t := b[1 : len(b)-1]; plainString(t) {
+			return t, true
+		}
+	}
 	v, ok := s.str()
 	if !ok || s.i != len(s.b) {
-		return false
+		return nil, false
 	}
+	c.setToken(v)
+	return nil, true
+}
+
+// plainString reports whether b, the inside of a JSON string, is its own
+// text: no quote, backslash or control byte, and valid UTF-8.
+func plainString(b []byte) bool {
+	ascii := true
+	for _, ch := range b {
+		switch {
+		case ch == '"' || ch == '\\' || ch < 0x20:
+			return false
+		case ch >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid(b)
+}
+
+// setToken puts the token's text v in the field the shape's token fills.
+func (c *wireChunk) setToken(v string) {
+	sh := &c.shape
 	ch := &c.Choices[0]
 	switch sh.kind {
 	case tokenContent:
@@ -79,5 +134,4 @@ func (c *wireChunk) match(data []byte) bool {
 	default:
 		ch.Text = v
 	}
-	return true
 }

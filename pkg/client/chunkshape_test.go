@@ -1,9 +1,13 @@
 package client
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fleetbench/fleetbench/pkg/sse"
 )
 
 // dirtyChunk is a chunk reused after decoding a busy one, as a stream's is.
@@ -102,4 +106,47 @@ func TestChunkShapeTakesTokenChunks(t *testing.T) {
 	if !c.parseFast([]byte(tok(`"`+strings.Repeat("a", maxShapeBytes)+`"`, "null"))) || c.match([]byte(tok(`"b"`, "null"))) {
 		t.Error("a chunk over maxShapeBytes was kept as a shape")
 	}
+}
+
+// FuzzEventPlainToken checks the run's handling of chunks a then b with
+// the shape path (where the usual token's text is used where it lies,
+// matchToken and plainToken) against the same chunks decoded afresh each
+// time: the answer, the reasoning, the finish reason, the content chunks
+// and the errors must be the same.
+func FuzzEventPlainToken(f *testing.F) {
+	tok := func(content string) []byte {
+		return []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + content + `},"logprobs":null,"finish_reason":null}]}`)
+	}
+	for _, b := range []string{`"b"`, `""`, `" naïve 😀"`, `"\n"`, `"a\"b"`, "\"\xff\"", `null`, `"\u00e9"`, `"tab	"`} {
+		f.Add(tok(`"a"`), tok(b))
+	}
+	f.Add([]byte(`{"choices":[{"delta":{"reasoning_content":"a"}}]}`), []byte(`{"choices":[{"delta":{"reasoning_content":"b c"}}]}`))
+	f.Add([]byte(`{"choices":[{"text":"a","finish_reason":"stop"}]}`), []byte(`{"choices":[{"text":"bb","finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"choices":[{"delta":{"reasoning":"a"},"finish_reason":null}]}`), []byte(`{"choices":[{"delta":{"reasoning":""},"finish_reason":null}]}`))
+	c := mustNew(f, newConfig("http://127.0.0.1:1"))
+	type outcome struct {
+		Text, Reasoning, Finish string
+		Finished                bool
+		Chunks                  int
+		Errs                    []string
+	}
+	handle := func(fresh bool, events ...[]byte) outcome {
+		st := &streamState{}
+		r := &run{c: c, res: &Result{}}
+		var o outcome
+		for _, data := range events {
+			if fresh {
+				st.chunk.shape.ok = false // decode every chunk afresh
+			}
+			_, err := r.event(st, sse.Event{Data: data}, time.Now())
+			o.Errs = append(o.Errs, fmt.Sprint(err))
+		}
+		o.Text, o.Reasoning, o.Finish, o.Finished, o.Chunks = r.text.String(), r.reasoning.String(), r.res.FinishReason, r.finished, r.chunks
+		return o
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if got, want := handle(false, a, b, b), handle(true, a, b, b); !reflect.DeepEqual(got, want) {
+			t.Fatalf("chunks %q then %q twice:\nshape path %+v\nafresh     %+v", a, b, got, want)
+		}
+	})
 }

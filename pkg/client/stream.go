@@ -432,8 +432,10 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 		return true, nil
 	}
 	ch := &st.chunk
-	// A token chunk shaped as the previous one updates its decode in place.
-	if !ch.match(data) {
+	// A token chunk shaped as the previous one updates its decode in place;
+	// the usual token's text is used where it lies (plain).
+	plain, shaped := ch.matchToken(data)
+	if !shaped {
 		ch.reset()
 		if !ch.parseFast(data) {
 			ch.reset()
@@ -445,26 +447,11 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 	if serr := r.streamError(ch); serr != nil {
 		return false, serr
 	}
-	content := false
-	for i := range ch.Choices {
-		cc := &ch.Choices[i]
-		text := cc.Delta.Content
-		if text == "" {
-			text = cc.Text
-		}
-		reasoning := cc.Delta.ReasoningContent
-		if reasoning == "" {
-			reasoning = cc.Delta.Reasoning
-		}
-		if text != "" || reasoning != "" {
-			content = true
-			r.text.WriteString(text)
-			r.reasoning.WriteString(reasoning)
-		}
-		if cc.FinishReason != "" {
-			r.res.FinishReason = cc.FinishReason
-			r.finished = true
-		}
+	var content bool
+	if plain != nil {
+		content = r.plainToken(ch, plain)
+	} else {
+		content = r.choices(ch)
 	}
 	if u := ch.Usage; u != nil {
 		r.res.UsageReported = true
@@ -488,6 +475,54 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 		r.chunks++
 	}
 	return false, nil
+}
+
+// choices adds the chunk's text and reasoning to the answer's and takes
+// its finish reason. It reports whether the chunk carried content.
+func (r *run) choices(ch *wireChunk) bool {
+	content := false
+	for i := range ch.Choices {
+		cc := &ch.Choices[i]
+		text := cc.Delta.Content
+		if text == "" {
+			text = cc.Text
+		}
+		reasoning := cc.Delta.ReasoningContent
+		if reasoning == "" {
+			reasoning = cc.Delta.Reasoning
+		}
+		if text != "" || reasoning != "" {
+			content = true
+			r.text.WriteString(text)
+			r.reasoning.WriteString(reasoning)
+		}
+		if cc.FinishReason != "" {
+			r.res.FinishReason = cc.FinishReason
+			r.finished = true
+		}
+	}
+	return content
+}
+
+// plainToken is choices for a chunk matchToken took with
+// its token's text in data: it adds text to the answer or the reasoning
+// and takes the choice's finish reason. It reports whether the chunk
+// carried content.
+func (r *run) plainToken(ch *wireChunk, text []byte) bool {
+	cc := &ch.Choices[0]
+	if len(text) > 0 {
+		switch ch.shape.kind {
+		case tokenReasoningContent, tokenReasoning:
+			r.reasoning.Write(text)
+		default:
+			r.text.Write(text)
+		}
+	}
+	if cc.FinishReason != "" {
+		r.res.FinishReason = cc.FinishReason
+		r.finished = true
+	}
+	return len(text) > 0
 }
 
 // streamError returns the server's error when the chunk is one.
