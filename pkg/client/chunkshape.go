@@ -51,20 +51,6 @@ func (sh *chunkShape) learn(data []byte, start, end int, k tokenKind) {
 	sh.start, sh.end, sh.kind, sh.ok = start, end, k, true
 }
 
-// match decodes data into c when it has the shape of the chunk c was last
-// decoded from by the fast path (c must not have been changed since): the
-// same bytes but for the token string. It changes nothing and reports
-// false otherwise.
-// The stream's events take matchToken; match, which decodes every token
-// into c, is what FuzzChunkShape checks against encoding/json.
-func (c *wireChunk) match(data []byte) bool {
-	text, ok := c.matchToken(data)
-	if text != nil {
-		c.setToken(string(text))
-	}
-	return ok
-}
-
 // shapeOf reports whether data has c's shape, and returns a scanner over
 // data up to the bytes after the token string, at the token's value.
 func (c *wireChunk) shapeOf(data []byte) (scanner, bool) {
@@ -81,12 +67,13 @@ func (c *wireChunk) shapeOf(data []byte) (scanner, bool) {
 	return scanner{b: data[:len(data)-tail], i: sh.start}, true
 }
 
-// matchToken is match that spares the usual token a copy. When data has
-// c's shape and its token string has no escape, it returns the token's
-// text as the bytes it has in data, for the caller to use before data
-// changes, and c's token field keeps its last value (never nil, empty for
-// ""). Any other token string is decoded into c as match does, and text
-// is nil. ok is match's answer; when it is false nothing changed.
+// matchToken reports whether data has the shape of the chunk c was last
+// decoded from by the fast path (c must not have been changed since): the
+// same bytes but for the token string. When it does and the string has no
+// escape, it returns the token's text as the bytes it has in data (empty,
+// not nil, for ""), for the caller to use before data changes, and c's
+// token field keeps its last value; any other token string is decoded
+// into c's token field and text is nil. When ok is false nothing changed.
 func (c *wireChunk) matchToken(data []byte) (text []byte, ok bool) {
 	s, ok := c.shapeOf(data)
 	if !ok {

@@ -81,7 +81,7 @@ func (t *timedBody) Read(p []byte) (int, error) {
 // It is decoded into again and again, so fields that would allocate for every
 // chunk (id, model) are not decoded, and Object reuses its bytes.
 type wireChunk struct {
-	shape   chunkShape   // the last fast-path decode's, for match
+	shape   chunkShape   // the last fast-path decode's, for matchToken
 	Choices []wireChoice `json:"choices"`
 
 	Object  json.RawMessage `json:"object"`
