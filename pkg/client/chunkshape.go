@@ -2,6 +2,8 @@ package client
 
 import (
 	"bytes"
+	"hash/maphash"
+	"time"
 	"unicode/utf8"
 )
 
@@ -37,6 +39,7 @@ const (
 type chunkShape struct {
 	prev       []byte
 	start, end int
+	gen        uint32 // counts learn calls, for fastShape
 	kind       tokenKind
 	ok         bool
 }
@@ -49,6 +52,7 @@ func (sh *chunkShape) learn(data []byte, start, end int, k tokenKind) {
 	}
 	sh.prev = append(sh.prev[:0], data...)
 	sh.start, sh.end, sh.kind, sh.ok = start, end, k, true
+	sh.gen++
 }
 
 // shapeOf reports whether data has c's shape, and returns a scanner over
@@ -121,4 +125,71 @@ func (c *wireChunk) setToken(v string) {
 	default:
 		ch.Text = v
 	}
+}
+
+// fastShape is a chunk shape that the event loops check without the chunk
+// (loop_linux.go): the lengths of the bytes before and after the token
+// string, and a keyed hash of each in place of the bytes. With thousands of
+// streams each token finds its stream's state out of the cache, and the
+// chunk, its choice and the previous chunk's bytes are half a dozen more
+// lines to load; the hashes are computed over the new chunk, which is in
+// the read buffer the loop has just filled. A chunk with other bytes
+// outside its token passes only on a collision of the 64-bit hash
+// (hash/maphash, seeded per process), 1 in 2^64.
+type fastShape struct {
+	pre, post   uint64 // the hashes of prev[:start] and prev[end:]
+	start, tail int32  // len(prev[:start]), len(prev[end:])
+	gen         uint32 // the chunkShape generation it was taken from
+	ok          bool
+}
+
+// shapeSeed keys fastShape's hashes.
+var shapeSeed = maphash.MakeSeed()
+
+// follow keeps f in step with the chunk's shape after the run handled an
+// event the usual way: the same shape as before stays (a chunk that took
+// the shape path), a new one is learnt, and no shape (any other chunk)
+// clears f. Only a content token's shape is kept: a reasoning token goes
+// the usual way.
+func (f *fastShape) follow(sh *chunkShape) {
+	switch {
+	case !sh.ok || (sh.kind != tokenContent && sh.kind != tokenText):
+		f.ok = false
+	case f.ok && f.gen == sh.gen:
+	default:
+		f.pre = maphash.Bytes(shapeSeed, sh.prev[:sh.start])
+		f.post = maphash.Bytes(shapeSeed, sh.prev[sh.end:])
+		f.start, f.tail, f.gen, f.ok = int32(sh.start), int32(len(sh.prev)-sh.end), sh.gen, true
+	}
+}
+
+// fastToken handles the data of an event when its chunk has shape f and
+// its token string no escape, as event would (a chunk of f's shape
+// decodes to the chunk f was taken from with only the token changed, and
+// that chunk's finish reason, usage and lack of error are already
+// recorded), touching only the run's answer and timing. It reports
+// whether it took the event; if not, nothing changed. The first token
+// goes the usual way (its TTFT).
+func (r *run) fastToken(f *fastShape, data []byte, now time.Time) bool {
+	start, tail := int(f.start), int(f.tail)
+	if !f.ok || r.chunks == 0 || len(data) < start+2+tail {
+		return false
+	}
+	tok := data[start : len(data)-tail]
+	if tok[0] != '"' || tok[len(tok)-1] != '"' {
+		return false
+	}
+	text := tok[1 : len(tok)-1]
+	if !plainString(text) ||
+		maphash.Bytes(shapeSeed, data[:start]) != f.pre ||
+		maphash.Bytes(shapeSeed, data[len(data)-tail:]) != f.post {
+		return false
+	}
+	if len(text) > 0 {
+		r.text.Write(text)
+		r.itl = append(r.itl, now.Sub(r.last))
+		r.last = now
+		r.chunks++
+	}
+	return true
 }

@@ -118,11 +118,13 @@ func TestChunkShapeTakesTokenChunks(t *testing.T) {
 	}
 }
 
-// FuzzEventPlainToken checks the run's handling of chunks a then b with
-// the shape path (where the usual token's text is used where it lies,
-// matchToken and plainToken) against the same chunks decoded afresh each
-// time: the answer, the reasoning, the finish reason, the content chunks
-// and the errors must be the same.
+// FuzzEventPlainToken checks the run's handling of chunks a, b, b and a
+// again with the shape path (where the usual token's text is used where it
+// lies, matchToken and plainToken), and with the event loops' fast path
+// first (fastToken, then the usual way for what it does not take), against
+// the same chunks decoded afresh each time: the answer, the reasoning, the
+// finish reason, the usage, the content chunks, the ITL count and the
+// errors must be the same.
 func FuzzEventPlainToken(f *testing.F) {
 	tok := func(content string) []byte {
 		return []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + content + `},"logprobs":null,"finish_reason":null}]}`)
@@ -132,31 +134,99 @@ func FuzzEventPlainToken(f *testing.F) {
 	}
 	f.Add([]byte(`{"choices":[{"delta":{"reasoning_content":"a"}}]}`), []byte(`{"choices":[{"delta":{"reasoning_content":"b c"}}]}`))
 	f.Add([]byte(`{"choices":[{"text":"a","finish_reason":"stop"}]}`), []byte(`{"choices":[{"text":"bb","finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"choices":[{"text":"a","finish_reason":"length"}]}`), []byte(`{"choices":[{"text":"bb","finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`), []byte(`{"choices":[{"delta":{"content":"b"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`))
 	f.Add([]byte(`{"choices":[{"delta":{"reasoning":"a"},"finish_reason":null}]}`), []byte(`{"choices":[{"delta":{"reasoning":""},"finish_reason":null}]}`))
+	f.Add(tok(`"a"`), append([]byte(" "), tok(`"b"`)...))
+	f.Add(tok(`"a"`), append(tok(`"b"`), ' '))
 	c := mustNew(f, newConfig("http://127.0.0.1:1"))
 	type outcome struct {
 		Text, Reasoning, Finish string
 		Finished                bool
-		Chunks                  int
+		Chunks, ITL             int
+		Usage                   [4]int
 		Errs                    []string
 	}
-	handle := func(fresh bool, events ...[]byte) outcome {
+	const (
+		shaped = iota // the shape path, as the blocking reads take it
+		fresh         // every chunk decoded afresh
+		fast          // the event loops' fastToken first
+	)
+	handle := func(mode int, events ...[]byte) outcome {
 		st := &streamState{}
 		r := &run{c: c, res: &Result{}}
+		var fs fastShape
 		var o outcome
-		for _, data := range events {
-			if fresh {
+		for i, data := range events {
+			now := time.Unix(0, int64(i+1)*int64(time.Millisecond))
+			if mode == fast && r.fastToken(&fs, data, now) {
+				o.Errs = append(o.Errs, "<nil>")
+				continue
+			}
+			if mode == fresh {
 				st.chunk.shape.ok = false // decode every chunk afresh
 			}
-			_, err := r.event(st, sse.Event{Data: data}, time.Now())
+			_, err := r.event(st, sse.Event{Data: data}, now)
 			o.Errs = append(o.Errs, fmt.Sprint(err))
+			if err != nil {
+				break // the stream's outcome is decided
+			}
+			fs.follow(&st.chunk.shape)
 		}
 		o.Text, o.Reasoning, o.Finish, o.Finished, o.Chunks = r.text.String(), r.reasoning.String(), r.res.FinishReason, r.finished, r.chunks
+		o.ITL = len(r.itl)
+		o.Usage = [4]int{r.res.PromptTokens, r.res.OutputTokens, r.res.CachedTokens, map[bool]int{true: 1}[r.res.UsageReported]}
 		return o
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		if got, want := handle(false, a, b, b), handle(true, a, b, b); !reflect.DeepEqual(got, want) {
-			t.Fatalf("chunks %q then %q twice:\nshape path %+v\nafresh     %+v", a, b, got, want)
+		want := handle(fresh, a, b, b, a)
+		for _, mode := range []int{shaped, fast} {
+			if got := handle(mode, a, b, b, a); !reflect.DeepEqual(got, want) {
+				t.Fatalf("chunks %q, %q twice, then %q (mode %d):\ngot    %+v\nafresh %+v", a, b, a, mode, got, want)
+			}
 		}
 	})
+}
+
+// TestFastToken checks what the event loops' fast path takes after a
+// token chunk: a chunk that differs only in its plain token string; not a
+// chunk with another byte outside it, an escaped token, a reasoning token
+// or the stream's first token.
+func TestFastToken(t *testing.T) {
+	chunk := func(id, delta string) []byte {
+		return []byte(`{"id":"` + id + `","object":"chat.completion.chunk","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}`)
+	}
+	c := mustNew(t, newConfig("http://127.0.0.1:1"))
+	for _, k := range []struct {
+		name       string
+		first      []byte
+		next       []byte
+		firstCount bool // the first chunk was a content token
+		want       bool
+	}{
+		{"same shape", chunk("1", `{"content":"a"}`), chunk("1", `{"content":" bc"}`), true, true},
+		{"empty token", chunk("1", `{"content":"a"}`), chunk("1", `{"content":""}`), true, true},
+		{"other id", chunk("1", `{"content":"a"}`), chunk("2", `{"content":"b"}`), true, false},
+		{"escaped", chunk("1", `{"content":"a"}`), chunk("1", `{"content":"\n"}`), true, false},
+		{"two strings", chunk("1", `{"content":"a"}`), chunk("1", `{"content":"a","x":"b"}`), true, false},
+		{"reasoning", chunk("1", `{"reasoning_content":"a"}`), chunk("1", `{"reasoning_content":"b"}`), true, false},
+		{"first token", chunk("1", `{"content":""}`), chunk("1", `{"content":"b"}`), false, false},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			st := &streamState{}
+			r := &run{c: c, res: &Result{}}
+			if _, err := r.event(st, sse.Event{Data: k.first}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			var fs fastShape
+			fs.follow(&st.chunk.shape)
+			before := r.chunks
+			if got := r.fastToken(&fs, k.next, time.Now()); got != k.want {
+				t.Fatalf("fastToken = %t, want %t", got, k.want)
+			}
+			if (before > 0) != k.firstCount {
+				t.Fatalf("first chunk counted %d tokens", before)
+			}
+		})
+	}
 }

@@ -156,39 +156,57 @@ func (r *Reader) Next() (Event, error) {
 }
 
 // Parse is Next for a caller that holds the input itself: when the Reader
-// has no input buffered and no event in progress, and p begins with a whole
-// event of one data line ending in LF ("data: ...\n\n", no CR, within the
-// limit), it returns that event and its length, which is what Next would
-// return after reading exactly those bytes. Otherwise it returns ok false
-// and changes nothing, and the caller gives the bytes to Next through the
-// Reader's source. Data aliases p. The check is one scan of the line
-// instead of copying it into the Reader and reading it back.
+// is Idle and p begins with a whole event of one data line ending in LF
+// ("data: ...\n\n", no CR, within the limit), it returns that event and
+// its length, which is what Next would return after reading exactly those
+// bytes. Otherwise it returns ok false and changes nothing, and the caller
+// gives the bytes to Next through the Reader's source. Data aliases p. The
+// check is one scan of the line instead of copying it into the Reader and
+// reading it back.
+func (r *Reader) Parse(p []byte) (ev Event, n int, ok bool) {
+	if !r.Idle() {
+		return Event{}, 0, false
+	}
+	data, n, ok := ParseData(p, r.max)
+	if !ok {
+		return Event{}, 0, false
+	}
+	return Event{Data: data, ID: r.id}, n, true
+}
+
 // Max is the longest line or event data r accepts.
 func (r *Reader) Max() int { return r.max }
 
-func (r *Reader) Parse(p []byte) (ev Event, n int, ok bool) {
-	if !r.started || r.r != r.w || r.skipLF || r.pending || r.stopErr != nil || (!r.reset && len(r.data) > 0) {
-		return Event{}, 0, false
-	}
+// Idle reports whether Parse may take an event: the Reader holds no input
+// and no event in progress. Parse leaves the Reader as it was, so a Reader
+// stays Idle across Parse calls until the next Next or Reset; a caller that
+// keeps that answer may use ParseData directly.
+func (r *Reader) Idle() bool {
+	return r.started && r.r == r.w && !r.skipLF && !r.pending && r.stopErr == nil && (r.reset || len(r.data) == 0)
+}
+
+// ParseData is Parse's scan of p for an Idle Reader whose limit is max: the
+// data of the one-data-line event p begins with, and the event's length.
+func ParseData(p []byte, max int) (data []byte, n int, ok bool) {
 	rest, found := bytes.CutPrefix(p, []byte("data:"))
 	if !found {
-		return Event{}, 0, false
+		return nil, 0, false
 	}
 	if len(rest) > 0 && rest[0] == ' ' {
 		rest = rest[1:]
 	}
 	end := bytes.IndexByte(rest, '\n')
 	if end < 0 || end+1 >= len(rest) || rest[end+1] != '\n' {
-		return Event{}, 0, false
+		return nil, 0, false
 	}
 	value := rest[:end]
 	line := len(p) - len(rest) + end // the line without its terminator
-	if line > r.max || len(value) > r.max || bytes.IndexByte(value, '\r') >= 0 {
-		return Event{}, 0, false
+	if line > max || len(value) > max || bytes.IndexByte(value, '\r') >= 0 {
+		return nil, 0, false
 	}
 	// The Reader is left as it was: a previous event's data and type (reset
 	// set) are cleared by the next Next, as they would have been.
-	return Event{Data: value, ID: r.id}, line + 2, true
+	return value, line + 2, true
 }
 
 // stop ends parsing with err. At the end of input inside an event the
