@@ -66,14 +66,14 @@ func BenchmarkTokenEvent(b *testing.B) {
 	c := mustNew(b, newConfig("http://127.0.0.1:1"))
 	st := c.states.Get().(*streamState)
 	r := &run{c: c, res: &Result{}}
+	r.tok = &r.own
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.event(st, ev, time.Now()); err != nil {
 			b.Fatal(err)
 		}
-		if len(r.itl) >= 1024 { // a long answer's worth, then again
-			r.itl = r.itl[:0]
-			r.text.Reset()
+		if len(r.tok.itl) >= 1024 { // a long answer's worth, then again
+			r.own = tokens{itl: r.own.itl[:0], text: r.own.text[:0], chunks: 1}
 		}
 	}
 }
@@ -84,36 +84,51 @@ func BenchmarkTokenEvent(b *testing.B) {
 // with thousands each token finds its stream's run and decoder state out
 // of the nearer caches. The difference is what the per-stream state's
 // layout costs a token (docs/design.md: most of what fleetbench's loops
-// spend beyond the epoll floor).
+// spend beyond the epoll floor). path=event is the run's handling of the
+// event (the blocking reads' path), path=fast the event loops' (fastToken,
+// with the stream's shape learnt from its first token).
 func BenchmarkTokenEventStreams(b *testing.B) {
 	ev := sse.Event{Data: []byte(strings.TrimSuffix(strings.TrimPrefix(chunk(" token", ""), "data: "), "\n\n"))}
 	c := mustNew(b, newConfig("http://127.0.0.1:1"))
-	for _, n := range []int{1, 1000, 8000} {
-		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
-			type stream struct {
-				r  *run
-				st *streamState
-			}
-			streams := make([]stream, n)
-			for i := range streams {
-				streams[i] = stream{r: &run{c: c, res: &Result{}, itl: make([]time.Duration, 0, 64)}, st: &streamState{rd: *sse.NewReader(nil, c.maxLine)}}
-			}
-			now := time.Now()
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				s := &streams[i]
-				if _, err := s.r.event(s.st, ev, now); err != nil {
-					b.Fatal(err)
+	for _, path := range []string{"event", "fast"} {
+		for _, n := range []int{1, 1000, 8000} {
+			b.Run(fmt.Sprintf("path=%s/streams=%d", path, n), func(b *testing.B) {
+				type stream struct {
+					r    *run
+					st   *streamState
+					fast fastShape
 				}
-				if len(s.r.itl) == cap(s.r.itl) { // a reply's worth, then the next
-					s.r.itl = s.r.itl[:0]
-					s.r.text.Reset()
+				streams := make([]stream, n)
+				for i := range streams {
+					s := &streams[i]
+					s.r, s.st = &run{c: c, res: &Result{}}, &streamState{rd: *sse.NewReader(nil, c.maxLine)}
+					s.r.tok = &s.r.own
+					s.r.own.itl = make([]time.Duration, 0, 64)
+					if _, err := s.r.event(s.st, ev, time.Now()); err != nil {
+						b.Fatal(err)
+					}
+					s.fast.follow(&s.st.chunk.shape)
 				}
-				if i++; i == n {
-					i = 0
+				now := time.Now()
+				i := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					s := &streams[i]
+					if path == "fast" {
+						if !s.r.tok.fastToken(&s.fast, ev.Data, now) {
+							b.Fatal("fastToken did not take the token")
+						}
+					} else if _, err := s.r.event(s.st, ev, now); err != nil {
+						b.Fatal(err)
+					}
+					if t := s.r.tok; len(t.itl) == cap(t.itl) { // a reply's worth, then the next
+						*t = tokens{itl: t.itl[:0], text: t.text[:0], chunks: 1}
+					}
+					if i++; i == n {
+						i = 0
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -167,12 +167,12 @@ func (f *fastShape) follow(sh *chunkShape) {
 // its token string no escape, as event would (a chunk of f's shape
 // decodes to the chunk f was taken from with only the token changed, and
 // that chunk's finish reason, usage and lack of error are already
-// recorded), touching only the run's answer and timing. It reports
+// recorded), touching only the answer and its timing. It reports
 // whether it took the event; if not, nothing changed. The first token
 // goes the usual way (its TTFT).
-func (r *run) fastToken(f *fastShape, data []byte, now time.Time) bool {
+func (t *tokens) fastToken(f *fastShape, data []byte, now time.Time) bool {
 	start, tail := int(f.start), int(f.tail)
-	if !f.ok || r.chunks == 0 || len(data) < start+2+tail {
+	if !f.ok || t.chunks == 0 || len(data) < start+2+tail {
 		return false
 	}
 	tok := data[start : len(data)-tail]
@@ -186,10 +186,10 @@ func (r *run) fastToken(f *fastShape, data []byte, now time.Time) bool {
 		return false
 	}
 	if len(text) > 0 {
-		r.text.Write(text)
-		r.itl = append(r.itl, now.Sub(r.last))
-		r.last = now
-		r.chunks++
+		t.text = append(t.text, text...)
+		t.itl = append(t.itl, now.Sub(t.last))
+		t.last = now
+		t.chunks++
 	}
 	return true
 }

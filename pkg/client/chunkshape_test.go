@@ -155,11 +155,12 @@ func FuzzEventPlainToken(f *testing.F) {
 	handle := func(mode int, events ...[]byte) outcome {
 		st := &streamState{}
 		r := &run{c: c, res: &Result{}}
+		r.tok = &r.own
 		var fs fastShape
 		var o outcome
 		for i, data := range events {
 			now := time.Unix(0, int64(i+1)*int64(time.Millisecond))
-			if mode == fast && r.fastToken(&fs, data, now) {
+			if mode == fast && r.tok.fastToken(&fs, data, now) {
 				o.Errs = append(o.Errs, "<nil>")
 				continue
 			}
@@ -173,8 +174,8 @@ func FuzzEventPlainToken(f *testing.F) {
 			}
 			fs.follow(&st.chunk.shape)
 		}
-		o.Text, o.Reasoning, o.Finish, o.Finished, o.Chunks = r.text.String(), r.reasoning.String(), r.res.FinishReason, r.finished, r.chunks
-		o.ITL = len(r.itl)
+		o.Text, o.Reasoning, o.Finish, o.Finished, o.Chunks = r.tok.answer(), r.reasoning.String(), r.res.FinishReason, r.finished, r.tok.chunks
+		o.ITL = len(r.tok.itl)
 		o.Usage = [4]int{r.res.PromptTokens, r.res.OutputTokens, r.res.CachedTokens, map[bool]int{true: 1}[r.res.UsageReported]}
 		return o
 	}
@@ -215,13 +216,14 @@ func TestFastToken(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			st := &streamState{}
 			r := &run{c: c, res: &Result{}}
+			r.tok = &r.own
 			if _, err := r.event(st, sse.Event{Data: k.first}, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			var fs fastShape
 			fs.follow(&st.chunk.shape)
-			before := r.chunks
-			if got := r.fastToken(&fs, k.next, time.Now()); got != k.want {
+			before := r.tok.chunks
+			if got := r.tok.fastToken(&fs, k.next, time.Now()); got != k.want {
 				t.Fatalf("fastToken = %t, want %t", got, k.want)
 			}
 			if (before > 0) != k.firstCount {

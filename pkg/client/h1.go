@@ -327,6 +327,7 @@ func (t *h1Transport) tryLoop(ctx context.Context, x *exchange, body *requestBod
 	c := x.c
 	lx, err := c.lc.send(ctx, r, st, [][]byte{c.head, (*body.buf)[:body.n]})
 	_ = body.Close()
+	defer lx.release(r) // before the connection can go back to the pool
 	if errors.Is(err, errAnswered) {
 		x.noReuse, err = true, nil
 	}

@@ -206,9 +206,9 @@ func (t *connTable) set(fd int, c *loopConn) bool {
 }
 
 // loopConn is a connection the loops read. What a token event touches
-// comes first, in the first four of its six cache lines (the size is a
+// comes first, in the first five of its seven cache lines (the size is a
 // multiple of 64 bytes, so every loopConn starts on a line): the lock, the
-// chunked decoder's state and the exchange's.
+// chunked decoder's state and the exchange's, the run's tokens included.
 type loopConn struct {
 	mu     sync.Mutex
 	closed bool
@@ -222,7 +222,7 @@ type loopConn struct {
 	dead          atomic.Bool
 	loop          *pollLoop
 	local, remote net.Addr // for errors
-	_             [40]byte // to 384 bytes (TestLoopConnLines)
+	_             [24]byte // to 448 bytes (TestLoopConnLines)
 }
 
 // loopExchange is one request's use of a loop connection. The fields
@@ -238,7 +238,8 @@ type loopExchange struct {
 	eof     bool      // the body was read to its end and nothing followed
 	rdIdle  bool      // st.rd is Idle: its Parse has taken the last event
 	rdMax   int       // st.rd.Max()
-	fast    fastShape // the token chunks' shape, for run.fastToken
+	fast    fastShape // the token chunks' shape, for fastToken
+	tok     tokens    // the run's, while the loop reads (run.tok is &tok)
 	nread   int64     // response bytes read
 	first   time.Time // the first body byte's read
 
@@ -380,17 +381,16 @@ func (c *loopConn) ready(l *pollLoop, events uint32, buf []byte) (woke bool) {
 // it loaded, for the caller to keep, so that the loads are not dropped as
 // dead code.
 func (c *loopConn) warm(x *loopExchange) uintptr {
-	r := x.r
-	if r == nil || x.phase != phBody {
+	if x.phase != phBody {
 		return 0
 	}
-	s := uintptr(c.pb.n) + uintptr(len(c.stash)) + uintptr(x.nread)
-	s += uintptr(len(r.itl)) + uintptr(r.chunks) + uintptr(r.text.Len())
-	if n := len(r.itl); n > 0 && n < cap(r.itl) {
-		s += uintptr(r.itl[:n+1][n])
+	t := &x.tok
+	s := uintptr(c.pb.n) + uintptr(len(c.stash)) + uintptr(x.nread) + uintptr(t.chunks)
+	if n := len(t.itl); n < cap(t.itl) {
+		s += uintptr(t.itl[:n+1][n])
 	}
-	if t := r.text.String(); len(t) > 0 {
-		s += uintptr(t[len(t)-1])
+	if n := len(t.text); n > 0 {
+		s += uintptr(t.text[n-1])
 	}
 	return s
 }
@@ -526,7 +526,7 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 			return false
 		}
 		if len(d) > 0 && x.rdIdle && x.phase == phBody {
-			if data, k, ok := sse.ParseData(d, x.rdMax); ok && r.fastToken(&x.fast, data, now) {
+			if data, k, ok := sse.ParseData(d, x.rdMax); ok && x.tok.fastToken(&x.fast, data, now) {
 				pb.consume(k)
 				parsed = true
 				continue
@@ -649,7 +649,8 @@ func (c *loopConn) waitWritable(ctx context.Context, x *loopExchange) error {
 }
 
 // send arms the connection with an exchange for r and st and writes bufs,
-// waiting for room in the socket as needed. The exchange lives in the
+// waiting for room in the socket as needed. r's tokens move into the
+// exchange until release. The exchange lives in the
 // connection (its state shares the connection's cache lines) until the
 // connection is pooled again. A write error closes the connection;
 // errAnswered says the loop finished with the response before the request
@@ -665,7 +666,8 @@ func (c *loopConn) send(ctx context.Context, r *run, st *streamState, bufs [][]b
 	case <-wake: // a stale signal of the previous exchange
 	default:
 	}
-	*x = loopExchange{r: r, st: st, wake: wake}
+	*x = loopExchange{r: r, st: st, wake: wake, tok: *r.tok}
+	r.tok = &x.tok
 	if c.closed || c.dead.Load() {
 		// The server closed it while it was idle, after the pool handed
 		// it out: as a write to it would fail (and be retried).
@@ -722,6 +724,16 @@ func (c *loopConn) wait(ctx context.Context, x *loopExchange) loopPhase {
 		case <-drained:
 			return c.abort(x)
 		}
+	}
+}
+
+// release gives r its tokens back from x, once the loop is done with x
+// (wait returned, or send failed): the connection may then carry another
+// exchange.
+func (x *loopExchange) release(r *run) {
+	if r.tok == &x.tok {
+		r.own, x.tok = x.tok, tokens{}
+		r.tok = &r.own
 	}
 }
 

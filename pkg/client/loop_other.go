@@ -51,4 +51,5 @@ func (c *loopConn) send(context.Context, *run, *streamState, [][]byte) (*loopExc
 	return &loopExchange{}, net.ErrClosed
 }
 func (c *loopConn) wait(context.Context, *loopExchange) loopPhase { return phDone }
+func (x *loopExchange) release(*run)                              {}
 func (c *loopConn) handOver() (net.Conn, []byte, error)           { return nil, nil, net.ErrClosed }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/fleetbench/fleetbench/pkg/openai"
 	"github.com/fleetbench/fleetbench/pkg/sse"
@@ -121,22 +122,40 @@ func (c *wireChunk) reset() {
 // may keep the caller's context: error classification needs to tell the
 // caller's cancellation from the request's own timeouts.
 type run struct {
-	// What every token touches first, in one cache line: with thousands of
-	// streams each token finds its run out of the cache.
-	itl      []time.Duration // Result.ITL once the stream is over
-	chunks   int             // content chunks
-	last     time.Time
+	// tok is own, or while an event loop reads the response the copy in
+	// the loop's exchange (loopConn.send), next to the connection's own
+	// state: with thousands of streams each token finds its stream's state
+	// out of the cache, and the loop's token then touches no line of the
+	// run's.
+	tok      *tokens
+	own      tokens
 	finished bool
 	draining bool // [DONE] came: the outcome is recorded, the body's end is read
 
-	text, reasoning strings.Builder
-	c               *Client
-	ctx             context.Context // the caller's
-	rctx            context.Context // the request's: caller's plus timeouts
-	cancel          context.CancelCauseFunc
-	res             *Result
-	start           time.Time
-	ftTimer         *time.Timer
+	reasoning strings.Builder
+	c         *Client
+	ctx       context.Context // the caller's
+	rctx      context.Context // the request's: caller's plus timeouts
+	cancel    context.CancelCauseFunc
+	res       *Result
+	start     time.Time
+	ftTimer   *time.Timer
+}
+
+// tokens is what a content token updates: the answer's text, the gaps
+// between tokens (Result.ITL once the stream is over), the content chunks
+// and the last one's stamp.
+type tokens struct {
+	itl    []time.Duration
+	text   []byte
+	last   time.Time
+	chunks int
+}
+
+// answer is the text as a string, without a copy: the tokens are not
+// written again once the answer is taken.
+func (t *tokens) answer() string {
+	return unsafe.String(unsafe.SliceData(t.text), len(t.text))
 }
 
 // Stream sends req and reads the streamed response to its end, measuring it.
@@ -161,17 +180,18 @@ func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
 		return res
 	}
 	r := run{c: c, ctx: ctx, res: res}
+	r.tok = &r.own
 	n := c.itlCap
 	if req.MaxTokens > 0 {
 		n = min(req.MaxTokens, itlInitial)
 	}
 	if n > 1 {
-		r.itl = make([]time.Duration, 0, n-1)
+		r.own.itl = make([]time.Duration, 0, n-1)
 	}
 	r.do(ctx, req)
-	res.ITL, res.Text, res.Reasoning = r.itl, r.text.String(), r.reasoning.String()
+	res.ITL, res.Text, res.Reasoning = r.tok.itl, r.tok.answer(), r.reasoning.String()
 	if !res.UsageReported {
-		res.OutputTokens = r.chunks
+		res.OutputTokens = r.tok.chunks
 	}
 	if res.Err != nil && c.logger.IsTrace() {
 		c.logger.Trace("request failed", "class", res.Class, "status", res.Status, "error", res.Err)
@@ -462,17 +482,17 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 			r.res.CachedTokens = u.PromptTokensDetails.CachedTokens
 		}
 	}
-	if content {
-		if r.chunks == 0 {
+	if t := r.tok; content {
+		if t.chunks == 0 {
 			r.res.TTFT = now.Sub(r.start)
 			if r.ftTimer != nil {
 				r.ftTimer.Stop()
 			}
 		} else {
-			r.itl = append(r.itl, now.Sub(r.last))
+			t.itl = append(t.itl, now.Sub(t.last))
 		}
-		r.last = now
-		r.chunks++
+		t.last = now
+		t.chunks++
 	}
 	return false, nil
 }
@@ -493,7 +513,7 @@ func (r *run) choices(ch *wireChunk) bool {
 		}
 		if text != "" || reasoning != "" {
 			content = true
-			r.text.WriteString(text)
+			r.tok.text = append(r.tok.text, text...)
 			r.reasoning.WriteString(reasoning)
 		}
 		if cc.FinishReason != "" {
@@ -515,7 +535,7 @@ func (r *run) plainToken(ch *wireChunk, text []byte) bool {
 		case tokenReasoningContent, tokenReasoning:
 			r.reasoning.Write(text)
 		default:
-			r.text.Write(text)
+			r.tok.text = append(r.tok.text, text...)
 		}
 	}
 	if cc.FinishReason != "" {
