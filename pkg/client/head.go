@@ -42,6 +42,22 @@ func readHeadFast(br *bufio.Reader) *http.Response {
 // parseHeadFast is readHeadFast on the bytes in buf: it returns the
 // response and the length of its head, or nil.
 func parseHeadFast(buf []byte) (*http.Response, int) {
+	return new(respHead).parse(buf)
+}
+
+// respHead is a parsed head's response with the storage behind it. An
+// event loop's connection parses each reply's head into the same one
+// (nothing holds a response past its exchange), so that a head costs no
+// allocation beyond its values that are not interned (internValue).
+type respHead struct {
+	resp http.Response
+	vals []string // the header values, one backing array
+	te   []string // resp.TransferEncoding
+}
+
+// parse is parseHeadFast into h: the response it returns is h's, valid
+// until the next parse.
+func (h *respHead) parse(buf []byte) (*http.Response, int) {
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
 	if end < 0 {
 		return nil, 0
@@ -58,14 +74,22 @@ func parseHeadFast(buf []byte) (*http.Response, int) {
 	}
 	// One backing array for the values of headers seen once (the usual
 	// case), cut with their capacity so that an append copies.
-	vals := make([]string, 0, bytes.Count(rest, []byte("\r\n")))
-	resp := &http.Response{
+	vals := h.vals[:0]
+	if n := bytes.Count(rest, []byte("\r\n")); cap(vals) < n {
+		vals = make([]string, 0, n)
+	}
+	hdr := h.resp.Header
+	if hdr == nil {
+		hdr = make(http.Header, 8)
+	}
+	clear(hdr)
+	h.resp = http.Response{
 		Status:     st,
 		StatusCode: http.StatusOK,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     make(http.Header, 8),
+		Header:     hdr,
 	}
 	chunked := false
 	for len(rest) > 0 {
@@ -91,20 +115,25 @@ func parseHeadFast(buf []byte) (*http.Response, int) {
 			chunked = true
 			continue // net/http moves it to TransferEncoding
 		}
-		if prev, ok := resp.Header[name]; ok {
-			resp.Header[name] = append(prev, internValue(value))
+		if prev, ok := hdr[name]; ok {
+			hdr[name] = append(prev, internValue(value))
 			continue
 		}
 		vals = append(vals, internValue(value))
-		resp.Header[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+		hdr[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
+	h.vals = vals
 	if !chunked {
 		return nil, 0
 	}
-	resp.TransferEncoding = []string{"chunked"}
+	if h.te == nil {
+		h.te = []string{"chunked"}
+	}
+	resp := &h.resp
+	resp.TransferEncoding = h.te
 	resp.ContentLength = -1
-	if resp.Close = hasCloseToken(resp.Header["Connection"]); resp.Close {
-		delete(resp.Header, "Connection") // as net/http does
+	if resp.Close = hasCloseToken(hdr["Connection"]); resp.Close {
+		delete(hdr, "Connection") // as net/http does
 	}
 	resp.Body = http.NoBody // the client reads the chunks itself
 	return resp, end + 4

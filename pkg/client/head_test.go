@@ -54,6 +54,17 @@ func FuzzReadHeadFast(f *testing.F) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("head %q:\nfast %#v\nhttp %#v", in, got, want)
 		}
+		// A connection's storage, used for another head first, parses it
+		// to the same response.
+		var h respHead
+		_, _ = h.parse([]byte(headSeeds[3])) //nolint:bodyclose // nothing to close
+		again, n := h.parse(in)              //nolint:bodyclose // nothing to close
+		if again == nil || n != buffered-br.Buffered() {
+			t.Fatalf("head %q: reused storage took %d bytes, the fast path %d", in, n, buffered-br.Buffered())
+		}
+		if got2 := []any{again.Status, again.StatusCode, again.Proto, again.ProtoMajor, again.ProtoMinor, again.Header, again.Close, again.TransferEncoding, again.ContentLength, len(again.Trailer)}; !reflect.DeepEqual(got2, want) {
+			t.Fatalf("head %q after another:\nreused %#v\nhttp   %#v", in, got2, want)
+		}
 		restFast, _ := io.ReadAll(br)
 		restSlow, _ := io.ReadAll(slowBR)
 		if !bytes.Equal(restFast, restSlow) {
@@ -81,6 +92,14 @@ func BenchmarkReadHead(b *testing.B) {
 		read func(*bufio.Reader) (*http.Response, error)
 	}{
 		{"fast", readResponse},
+		{"reused", func() func(*bufio.Reader) (*http.Response, error) {
+			var h respHead // an event loop's connection's
+			return func(br *bufio.Reader) (*http.Response, error) {
+				buf, _ := br.Peek(len(in))
+				resp, _ := h.parse(buf) //nolint:bodyclose // nothing to close
+				return resp, nil
+			}
+		}()}, //nolint:bodyclose // the body is http.NoBody
 		{"net-http", func(br *bufio.Reader) (*http.Response, error) { return http.ReadResponse(br, nil) }},
 	} {
 		b.Run(tt.name, func(b *testing.B) {

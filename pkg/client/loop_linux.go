@@ -221,8 +221,9 @@ type loopConn struct {
 
 	dead          atomic.Bool
 	loop          *pollLoop
-	local, remote net.Addr // for errors
-	_             [24]byte // to 448 bytes (TestLoopConnLines)
+	head          *respHead // each reply's head, parsed into the same storage
+	local, remote net.Addr  // for errors
+	_             [16]byte  // to 448 bytes (TestLoopConnLines)
 }
 
 // loopExchange is one request's use of a loop connection. The fields
@@ -491,7 +492,10 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 			c.finish(x, phDone)
 			return true
 		}
-		resp, n := parseHeadFast(buf) //nolint:bodyclose // the loop reads the body itself (resp.Body is http.NoBody)
+		if c.head == nil {
+			c.head = new(respHead)
+		}
+		resp, n := c.head.parse(buf) //nolint:bodyclose // the loop reads the body itself (resp.Body is http.NoBody)
 		if resp == nil {
 			c.handBack(x)
 			return true
