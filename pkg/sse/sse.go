@@ -171,6 +171,9 @@ func (r *Reader) Parse(p []byte) (ev Event, n int, ok bool) {
 	if !ok {
 		return Event{}, 0, false
 	}
+	// Input that begins with "data:" has no byte-order mark: the check
+	// Next makes on the first bytes is done.
+	r.started = true
 	return Event{Data: data, ID: r.id}, n, true
 }
 
@@ -182,7 +185,7 @@ func (r *Reader) Max() int { return r.max }
 // stays Idle across Parse calls until the next Next or Reset; a caller that
 // keeps that answer may use ParseData directly.
 func (r *Reader) Idle() bool {
-	return r.started && r.r == r.w && !r.skipLF && !r.pending && r.stopErr == nil && (r.reset || len(r.data) == 0)
+	return r.r == r.w && !r.skipLF && !r.pending && r.stopErr == nil && (r.reset || len(r.data) == 0)
 }
 
 // ParseData is Parse's scan of p for an Idle Reader whose limit is max: the

@@ -517,11 +517,14 @@ func collectParsed(t testing.TB, in, sizes []byte, maxLine int) result {
 }
 
 // TestParseTakesDataEvents checks that Parse takes the events LLM servers
-// send once the stream has started, and declines what Next must see.
+// send, the stream's first included, and declines what Next must see.
 func TestParseTakesDataEvents(t *testing.T) {
+	if _, _, ok := NewReader(nil, 0).Parse([]byte("\xef\xbb\xbfdata: x\n\n")); ok {
+		t.Error("Parse took an event behind a byte-order mark")
+	}
 	r := NewReader(&heldSource{p: []byte("data: first\n\n")}, 0)
-	if _, _, ok := r.Parse([]byte("data: x\n\n")); ok {
-		t.Error("Parse took an event before the byte-order mark check")
+	if ev, n, ok := r.Parse([]byte("data: x\n\n")); !ok || string(ev.Data) != "x" || n != 9 {
+		t.Errorf("Parse of the first bytes = %q, %d, %t", ev.Data, n, ok)
 	}
 	if ev, err := r.Next(); err != nil || string(ev.Data) != "first" {
 		t.Fatalf("Next = %q, %v", ev.Data, err)
