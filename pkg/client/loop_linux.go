@@ -30,7 +30,10 @@ import (
 // pushed through the chunked decoder (pushBody), the SSE reader and the
 // run's event handling as the bytes arrive, stamped with the time of the
 // read that brought them. A token costs one read(2) and no goroutine
-// switch; the goroutine wakes once per request.
+// switch; the goroutine wakes once per request. A token chunk shaped as
+// the stream's last one (the usual token) is handled where it lies in the
+// read buffer (fastToken), touching only the connection's own lines, which
+// hold the run's tokens while the loop reads.
 //
 // The loops handle the usual streamed reply, the one readHeadFast parses
 // (200, chunked, simple headers, not JSON). Any other head is handed back:

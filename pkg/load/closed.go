@@ -99,6 +99,8 @@ func (e *Engine) runSession(ctx, turnCtx context.Context, s *session, at time.Ti
 	if !at.IsZero() && !p.until(e, ctx, s.stop, at) {
 		return
 	}
+	turnCtx, cancel := sessionContext(turnCtx)
+	defer cancel()
 	free := time.Now()
 	fails := 0
 	for !e.stopping(ctx, s.stop) {
@@ -123,4 +125,14 @@ func (e *Engine) runSession(ctx, turnCtx context.Context, s *session, at time.Ti
 			fails = 0
 		}
 	}
+}
+
+// sessionContext is a session's own child of turnCtx, for its turns. The
+// client derives a context for each request from the one it is given, and
+// the parent keeps its children in a map under a lock: thousands of
+// sessions adding and removing theirs in the one shared turnCtx, from
+// every CPU, contend for that lock and churn a map of thousands of
+// entries, where a session's own context holds one child at a time.
+func sessionContext(turnCtx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(turnCtx)
 }

@@ -54,6 +54,8 @@ func (e *Engine) arrive(ctx, turnCtx context.Context, start time.Time) {
 			}
 			var p pauser
 			defer p.close()
+			turnCtx, cancel := sessionContext(turnCtx)
+			defer cancel()
 			e.converse(ctx, turnCtx, idx, at, nil, &p)
 		}()
 	}
