@@ -83,10 +83,8 @@ func (c *wireChunk) matchToken(data []byte) (text []byte, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	if b := s.b[s.i:]; len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
-		if t := b[1 : len(b)-1]; plainString(t) {
-			return t, true
-		}
+	if t, ok := plainQuoted(s.b[s.i:]); ok {
+		return t, true
 	}
 	v, ok := s.str()
 	if !ok || s.i != len(s.b) {
@@ -94,6 +92,15 @@ func (c *wireChunk) matchToken(data []byte) (text []byte, ok bool) {
 	}
 	c.setToken(v)
 	return nil, true
+}
+
+// plainQuoted returns the inside of b when b is one JSON string that
+// needs no decoding: quotes at both ends and a plainString between them.
+func plainQuoted(b []byte) ([]byte, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' || !plainString(b[1:len(b)-1]) {
+		return nil, false
+	}
+	return b[1 : len(b)-1], true
 }
 
 // plainString reports whether b, the inside of a JSON string, is its own
@@ -175,21 +182,23 @@ func (t *tokens) fastToken(f *fastShape, data []byte, now time.Time) bool {
 	if !f.ok || t.chunks == 0 || len(data) < start+2+tail {
 		return false
 	}
-	tok := data[start : len(data)-tail]
-	if tok[0] != '"' || tok[len(tok)-1] != '"' {
-		return false
-	}
-	text := tok[1 : len(tok)-1]
-	if !plainString(text) ||
+	text, ok := plainQuoted(data[start : len(data)-tail])
+	if !ok ||
 		maphash.Bytes(shapeSeed, data[:start]) != f.pre ||
 		maphash.Bytes(shapeSeed, data[len(data)-tail:]) != f.post {
 		return false
 	}
 	if len(text) > 0 {
 		t.text = append(t.text, text...)
-		t.itl = append(t.itl, now.Sub(t.last))
-		t.last = now
-		t.chunks++
+		t.add(now)
 	}
 	return true
+}
+
+// add counts a content chunk stamped now after the first: its gap to the
+// last one goes to the ITL list.
+func (t *tokens) add(now time.Time) {
+	t.itl = append(t.itl, now.Sub(t.last))
+	t.last = now
+	t.chunks++
 }

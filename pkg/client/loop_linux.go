@@ -532,21 +532,29 @@ func (c *loopConn) handle(x *loopExchange, now time.Time) bool {
 			// nothing to tell.
 			return false
 		}
-		if len(d) > 0 && x.rdIdle && x.phase == phBody {
-			if data, k, ok := sse.ParseData(d, x.rdMax); ok && x.tok.fastToken(&x.fast, data, now) {
-				pb.consume(k)
-				parsed = true
+		switch {
+		case len(d) == 0:
+			parsed = false
+		case x.rdIdle:
+			// What the reader's Parse would do, without its lines: the
+			// event (the run reads no ID) or nothing.
+			var data []byte
+			if data, n, parsed = sse.ParseData(d, x.rdMax); !parsed {
+				break
+			}
+			if x.phase == phBody && x.tok.fastToken(&x.fast, data, now) {
+				pb.consume(n)
 				continue
 			}
-		}
-		if len(d) > 0 {
+			ev = sse.Event{Data: data}
+		default:
 			ev, n, parsed = st.rd.Parse(d)
-		} else {
-			parsed = false
 		}
 		if parsed {
 			pb.consume(n)
-			x.rdIdle, x.rdMax = true, st.rd.Max() // Parse leaves it Idle
+			if !x.rdIdle {
+				x.rdIdle, x.rdMax = true, st.rd.Max() // Parse leaves it Idle
+			}
 		} else {
 			x.rdIdle = false
 			ev, err = st.rd.Next()

@@ -482,14 +482,12 @@ func (r *run) event(st *streamState, ev sse.Event, now time.Time) (done bool, er
 			r.res.CachedTokens = u.PromptTokensDetails.CachedTokens
 		}
 	}
-	if t := r.tok; content {
-		if t.chunks == 0 {
-			r.res.TTFT = now.Sub(r.start)
-			if r.ftTimer != nil {
-				r.ftTimer.Stop()
-			}
-		} else {
-			t.itl = append(t.itl, now.Sub(t.last))
+	if t := r.tok; content && t.chunks > 0 {
+		t.add(now)
+	} else if content {
+		r.res.TTFT = now.Sub(r.start)
+		if r.ftTimer != nil {
+			r.ftTimer.Stop()
 		}
 		t.last = now
 		t.chunks++
