@@ -102,17 +102,30 @@ func TestRestartWorkersReadiness(t *testing.T) {
 	if st, _ := get(ctx, c, s.URL()+"/health/ready", nil); st != 200 {
 		t.Fatalf("ready before restart: %d", st)
 	}
-	// A long request in flight fails when workers restart.
+	// A long request in flight fails when workers restart. The engine sets
+	// its gauges after the step that finished the warm-up request, which
+	// can come after that request's reply: wait for them to drop, or the
+	// warm-up's gauge could pass for the long request's and the restart
+	// come before the long request reaches a worker.
+	running := func() (n float64) {
+		for _, w := range s.workers {
+			n += testutil.ToFloat64(w.m.running)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); running() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v sequences still running 10 s after the warm-up's reply", running())
+		}
+	}
 	inflight := make(chan *result, 1)
 	go func() {
 		b := openai.ChatCompletionRequest{Messages: []openai.Message{{Role: "user", Content: "long"}}, MaxTokens: ptr(2000), IgnoreEOS: ptr(true), Stream: true}
 		r, _ := post(ctx, c, s.URL(), "/v1/chat/completions", b)
 		inflight <- r
 	}()
-	for running := 0.0; running == 0; time.Sleep(time.Millisecond) {
-		for _, w := range s.workers {
-			running += testutil.ToFloat64(w.m.running)
-		}
+	for running() == 0 {
+		time.Sleep(time.Millisecond)
 	}
 	start := time.Now()
 	if r, err := post(ctx, c, s.URL(), "/admin/restart/workers", []byte("{}")); err != nil || r.status != 200 {
