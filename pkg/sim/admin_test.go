@@ -211,3 +211,45 @@ func TestRestartWorkersReadiness(t *testing.T) {
 		t.Errorf("in-flight stream after restart: %+v", r)
 	}
 }
+
+// A request the frontend admitted before a worker restart, but that reaches
+// its worker after it, fails like the requests in flight: the restarted
+// worker has not loaded, and it must not serve a request it never admitted.
+func TestRestartWorkersFailsAdmittedRequest(t *testing.T) {
+	s := startSim(t, func(c *Config) {
+		c.TimeScale = 1
+		c.StartupTime = 0 // ready again at once: only the epoch can fail it
+		c.ModelsListedAfter = 0
+		c.Frontend.Overhead = 400 * time.Millisecond
+	})
+	c := testClient()
+	ctx := context.Background()
+	body := openai.ChatCompletionRequest{Messages: []openai.Message{{Role: "user", Content: words(7, 50)}}, MaxTokens: ptr(4), Stream: true}
+	got := make(chan *result, 1)
+	go func() {
+		r, err := post(ctx, c, s.URL(), "/v1/chat/completions", body)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	// The request is in the frontend once its in-flight gauge counts it.
+	inflight := s.m.feInflight.WithLabelValues(s.cfg.Model)
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(inflight) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never reached the frontend")
+		}
+	}
+	if r, err := post(ctx, c, s.URL(), "/admin/restart/workers", []byte("{}")); err != nil || r.status != 200 {
+		t.Fatalf("restart workers: %v %+v", err, r)
+	}
+	r := <-got
+	if r == nil || r.errBody == nil || r.chunks != 0 {
+		t.Fatalf("request admitted before the restart: %+v, want an error and no tokens", r)
+	}
+	// Requests admitted after the restart are served.
+	body.Stream = false
+	if r, err := post(ctx, c, s.URL(), "/v1/chat/completions", body); err != nil || r.status != 200 {
+		t.Fatalf("after the restart: %v %+v", err, r)
+	}
+}

@@ -51,6 +51,11 @@ type seq struct {
 	progress atomic.Int32
 	done     atomic.Bool
 	aborted  atomic.Bool // set by the handler when its client went away
+
+	// epoch is the workers' restart count when the frontend admitted the
+	// request: one admitted before a restart that reaches its worker after
+	// it fails as the requests in flight did (see Sim.RestartWorkers).
+	epoch uint64
 }
 
 func (s *seq) known() int { return len(s.prompt) + s.generated }
@@ -72,6 +77,7 @@ func (s *seq) poke() {
 
 type ctrlMsg struct {
 	restart bool
+	epoch   uint64 // with restart: the restart count it makes
 	ack     chan struct{}
 }
 
@@ -100,6 +106,8 @@ type worker struct {
 	// durations of the steps it has run. It does not advance while the
 	// worker is idle, and host load cannot stretch it.
 	clock time.Duration
+	// epoch counts the restarts this worker has gone through.
+	epoch uint64
 }
 
 type planned struct {
@@ -206,6 +214,10 @@ func (w *worker) drainSubmit() {
 // is not charged to it, as that depends on where in the step the host
 // delivered it.
 func (w *worker) enqueue(s *seq) {
+	if s.epoch < w.epoch {
+		w.fail(s, errWorkerRestart)
+		return
+	}
 	s.queuedAt = w.clock
 	w.waiting = append(w.waiting, s)
 }
@@ -213,6 +225,7 @@ func (w *worker) enqueue(s *seq) {
 func (w *worker) control(c ctrlMsg) {
 	if c.restart {
 		w.drainSubmit()
+		w.epoch = c.epoch
 		w.failAll(errWorkerRestart)
 		w.pool.flush()
 		w.gauges()

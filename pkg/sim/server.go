@@ -306,7 +306,8 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 	if req.chat {
 		endpoint = "chat_completions"
 	}
-	switch s.phase(start) {
+	ph, epoch := s.admit(start)
+	switch ph {
 	case phaseLoading:
 		s.reject(w, endpoint, req.stream, &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "model",
 			msg: fmt.Sprintf("Model not found: %s", req.model)})
@@ -329,7 +330,13 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 		out:     generate(req.prompt, req.seed, s.cfg.Output, lp, !req.chat),
 		arrival: start,
 		notify:  make(chan struct{}, 1),
+		epoch:   epoch,
 	}
+	// In flight from here, as in Dynamo's frontend, whose gauge counts a
+	// request from when it is admitted, through its preprocessing.
+	inflight := s.m.feInflight.WithLabelValues(s.cfg.Model)
+	inflight.Inc()
+	defer inflight.Dec()
 	// The frontend's own time comes before routing, as tokenising and
 	// templating do in Dynamo and vLLM. It counts from the request's
 	// arrival, so the simulator's own work of that kind (reading and
@@ -357,9 +364,6 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 	wk := s.workers[t.worker]
 	s.m.routed.WithLabelValues(string(mode), wk.name).Inc()
 	s.m.feISL.WithLabelValues(s.cfg.Model).Observe(float64(len(req.prompt)))
-	inflight := s.m.feInflight.WithLabelValues(s.cfg.Model)
-	inflight.Inc()
-	defer inflight.Dec()
 
 	ctx := r.Context()
 	select {

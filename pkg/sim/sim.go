@@ -55,6 +55,7 @@ type Sim struct {
 
 	life      sync.Mutex
 	bootStart time.Time // start of the current startup; zero when ready
+	epoch     uint64    // restarts of the workers so far
 
 	mu      sync.Mutex
 	serving bool
@@ -147,7 +148,8 @@ func (s *Sim) RestartFrontend() {
 }
 
 // RestartWorkers simulates restarting every worker: requests in flight on
-// them fail, caches are flushed, and the workers go through the startup
+// them fail, and so do requests the frontend admitted before the restart
+// that reach a worker after it; caches are flushed, and the workers go through the startup
 // phases again (see Config.StartupTime). It waits until every engine has
 // flushed, or ctx is done.
 func (s *Sim) RestartWorkers(ctx context.Context) error {
@@ -155,12 +157,14 @@ func (s *Sim) RestartWorkers(ctx context.Context) error {
 	if s.cfg.StartupTime > 0 {
 		s.bootStart = time.Now()
 	}
+	s.epoch++
+	epoch := s.epoch
 	s.life.Unlock()
 	for _, w := range s.workers {
 		s.idx.dropWorker(w.idx)
 		ack := make(chan struct{})
 		select {
-		case w.ctrl <- ctrlMsg{restart: true, ack: ack}:
+		case w.ctrl <- ctrlMsg{restart: true, epoch: epoch, ack: ack}:
 		case <-s.quit:
 			return errShutdown
 		case <-ctx.Done():
@@ -186,20 +190,27 @@ const (
 )
 
 func (s *Sim) phase(now time.Time) phase {
+	p, _ := s.admit(now)
+	return p
+}
+
+// admit returns the workers' phase at now and their restart count, which a
+// request admitted then carries to its worker.
+func (s *Sim) admit(now time.Time) (phase, uint64) {
 	s.life.Lock()
 	defer s.life.Unlock()
 	if s.bootStart.IsZero() {
-		return phaseReady
+		return phaseReady, s.epoch
 	}
 	el := now.Sub(s.bootStart)
 	switch {
 	case el >= s.cfg.scaled(s.cfg.StartupTime):
 		s.bootStart = time.Time{}
-		return phaseReady
+		return phaseReady, s.epoch
 	case el >= s.cfg.scaled(s.cfg.ModelsListedAfter):
-		return phaseListed
+		return phaseListed, s.epoch
 	}
-	return phaseLoading
+	return phaseLoading, s.epoch
 }
 
 // Start listens on Config.Listen and serves in the background until ctx is
