@@ -178,28 +178,46 @@ type soakSample struct {
 	// heapGoal is each process's next collection target (the live heap
 	// after the last collection times 1+GOGC/100), from /metrics.
 	heapGoal map[string]float64
+	// mem is each process's Go memory by kind (goMemory), from /metrics:
+	// what its RSS is made of.
+	mem map[string]map[string]float64
 }
 
-// metricValue reads one unlabelled sample from a /metrics endpoint, with a
-// short timeout (a stopped process does not answer).
-func metricValue(ctx context.Context, url, name string) (float64, bool) {
+// goMemory are the Go runtime's memory figures the soak logs beside each
+// process's RSS, from client_golang's Go collector.
+var goMemory = []string{
+	"go_memstats_heap_inuse_bytes",    // spans holding objects
+	"go_memstats_heap_idle_bytes",     // spans holding none
+	"go_memstats_heap_released_bytes", // of those, returned to the OS
+	"go_memstats_stack_inuse_bytes",
+	"go_memstats_sys_bytes", // all the runtime took from the OS
+}
+
+// metricValues reads unlabelled samples from a /metrics endpoint in one
+// scrape, with a short timeout (a stopped process does not answer); a name
+// it did not find is absent from the result.
+func metricValues(ctx context.Context, url string, names ...string) map[string]float64 {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, false
+		return nil
 	}
 	defer resp.Body.Close()
+	got := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return f, err == nil
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			got[name] = f
 		}
 	}
-	return 0, false
+	return got
 }
 
 func soakInFlight(ctx context.Context, base string) (int, error) {
@@ -330,7 +348,7 @@ func TestSoak(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			s := soakSample{at: time.Since(start), procs: map[string]procStat{}, goroutine: map[string]float64{}, heapGoal: map[string]float64{}}
+			s := soakSample{at: time.Since(start), procs: map[string]procStat{}, goroutine: map[string]float64{}, heapGoal: map[string]float64{}, mem: map[string]map[string]float64{}}
 			s.inFlight, s.read, s.failed, s.readErr = soakMeanInFlight(ctx, simBase)
 			procs := map[string]*proc{"coordinator": coord}
 			for i := range 4 {
@@ -346,22 +364,22 @@ func TestSoak(t *testing.T) {
 					s.procs[name] = st
 				}
 			}
-			if v, ok := metricValue(ctx, "http://"+coordMetrics+"/metrics", "go_goroutines"); ok {
-				s.goroutine["coordinator"] = v
+			scrape := func(name, addr string) {
+				m := metricValues(ctx, "http://"+addr+"/metrics", append([]string{"go_goroutines", "go_memstats_next_gc_bytes"}, goMemory...)...)
+				if v, ok := m["go_goroutines"]; ok {
+					s.goroutine[name] = v
+				}
+				if v, ok := m["go_memstats_next_gc_bytes"]; ok {
+					s.heapGoal[name] = v
+				}
+				s.mem[name] = m
 			}
-			if v, ok := metricValue(ctx, "http://"+coordMetrics+"/metrics", "go_memstats_next_gc_bytes"); ok {
-				s.heapGoal["coordinator"] = v
-			}
+			scrape("coordinator", coordMetrics)
 			mu.Lock()
 			addrs := slices.Clone(agentMetrics)
 			mu.Unlock()
 			for i, addr := range addrs {
-				if v, ok := metricValue(ctx, "http://"+addr+"/metrics", "go_goroutines"); ok {
-					s.goroutine[fmt.Sprintf("agent %d", i)] = v
-				}
-				if v, ok := metricValue(ctx, "http://"+addr+"/metrics", "go_memstats_next_gc_bytes"); ok {
-					s.heapGoal[fmt.Sprintf("agent %d", i)] = v
-				}
+				scrape(fmt.Sprintf("agent %d", i), addr)
 			}
 			mu.Lock()
 			samples = append(samples, s)
@@ -606,16 +624,20 @@ func TestSoak(t *testing.T) {
 	}
 	names := []string{"coordinator", "agent 0", "agent 1", "agent 2", "agent 3"}
 	// The memory over time, a line a minute: RSS and the collector's
-	// target of each process (MiB).
+	// target of each process, then what the Go runtime holds of the RSS:
+	// heap spans in use, free heap spans not returned to the OS, stacks
+	// (MiB).
 	for _, s := range samples {
 		if s.at%time.Minute >= time.Second {
 			continue
 		}
 		var b strings.Builder
 		for _, n := range names {
-			fmt.Fprintf(&b, "  %s %.0f/%.0f", n, float64(s.procs[n].rss)/1024, s.heapGoal[n]/(1<<20))
+			m := s.mem[n]
+			fmt.Fprintf(&b, "  %s %.0f/%.0f (%.0f+%.0f+%.0f)", n, float64(s.procs[n].rss)/1024, s.heapGoal[n]/(1<<20),
+				m["go_memstats_heap_inuse_bytes"]/(1<<20), (m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"])/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20))
 		}
-		t.Logf("memory at %s (RSS/GC target MiB), %d in flight (%d of %d readings):%s", s.at.Round(time.Second), s.inFlight, s.read, s.read+s.failed, b.String())
+		t.Logf("memory at %s (RSS/GC target MiB (heap in use + free heap kept + stacks)), %d in flight (%d of %d readings):%s", s.at.Round(time.Second), s.inFlight, s.read, s.read+s.failed, b.String())
 	}
 	for _, n := range names {
 		growth(n+" RSS KiB", func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.rss), ok })
