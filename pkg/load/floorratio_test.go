@@ -16,6 +16,10 @@ import (
 // request arrives, then 19 more 50 ms apart, 20 tokens per reply.
 var floorScript = []string{"FLEETBENCH_BENCH_GAP=50ms", "FLEETBENCH_BENCH_REPLY=20-20"}
 
+// floorReply is how long a reply of floorScript lasts: its sessions, with
+// no think time, ask for sessions / floorReply requests a second.
+const floorReply = 100*time.Millisecond + 19*50*time.Millisecond
+
 // floorLevels is the sessions per level, FLEETBENCH_FLOOR_LEVELS (comma
 // separated) or 1,000 to 8,000.
 func floorLevels(tb testing.TB) []int {
@@ -72,6 +76,12 @@ func floorPlan(tb testing.TB, n int) benchPlan {
 //     fleetbench's includes garbage collection at its steady-state rate
 //     (benchClosedLoop's window opens after a collection and is charged
 //     its share of one, settleGC).
+//
+// demand-req/s is what the sessions ask for (sessions over a reply's
+// 1.05 s). Where fb-req/s and floor-req/s fall short of it the machine
+// is past the closed loop's knee, both clients queue, and the ratio of
+// added latency is that of two queue waits (docs/design.md: on 2 cores
+// the knee is at about 4,000 sessions, where the ratios swing the most).
 //
 // The goal is every ratio ≤ 1.25. The raw figures are reported beside them
 // (fb-* fleetbench's, floor-* the epoll client's, medians over the runs)
@@ -163,6 +173,7 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	b.ReportMetric(med(ep, unitCPU)*1000, "floor-cpu-us/req")
 	b.ReportMetric(med(fb, "req/s"), "fb-req/s")
 	b.ReportMetric(med(ep, "req/s"), "floor-req/s")
+	b.ReportMetric(float64(plan.sessions)/floorReply.Seconds(), "demand-req/s")
 	b.ReportMetric(med(fb, "B/stream")/1024, "KiB/stream")
 	b.ReportMetric(med(fb, "failed"), "fb-failed")
 }
