@@ -860,3 +860,50 @@ func TestStreamResponseFraming(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainAfterDoneIsBounded: after [DONE] the client reads on to the
+// body's end so that the connection can be reused, but for at most
+// drainTimeout. The server here sends [DONE] and then neither ends the body
+// nor closes, on the event loops' path (chunked) and on the blocking path
+// a Content-Length body is handed back to; the request succeeds once the
+// drain gives up, and the connection is not reused.
+func TestDrainAfterDoneIsBounded(t *testing.T) {
+	events := chunk("a", "") + chunk("b", "stop") + doneEvent
+	chunked := fmt.Sprintf("%x\r\n%s\r\n", len(events), events) // no last chunk
+	tests := []struct {
+		name, resp string
+	}{
+		{"chunked", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
+		{"content-length", fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(events)+100, events)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				conn, buf, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				_, _ = buf.WriteString(tt.resp)
+				_ = buf.Flush()
+				<-release // the body never ends while the client waits
+			}))
+			defer srv.Close()
+			defer close(release)
+			c := mustNew(t, newConfig(srv.URL))
+			for i := range 2 {
+				start := time.Now()
+				res := c.Stream(t.Context(), userRequest("hi"))
+				d := time.Since(start)
+				if !res.OK() || res.Text != "ab" || res.ConnReused {
+					t.Fatalf("request %d: class %q err %v text %q reused %t; want ab on a new connection each time",
+						i, res.Class, res.Err, res.Text, res.ConnReused)
+				}
+				if d < drainTimeout*9/10 || d > drainTimeout+2*time.Second {
+					t.Errorf("request %d took %v: want the drain to give up after about %v", i, d, drainTimeout)
+				}
+			}
+		})
+	}
+}

@@ -274,6 +274,9 @@ func (t *h1Transport) try(ctx context.Context, req *Request, body *requestBody, 
 	}
 	x = &exchange{t: t, c: c, stop: noStop}
 	if c.lc == nil {
+		// A blocking read: the request's own context ends it (its
+		// drain, its timeouts) by closing the connection.
+		ctx = r.cancelable(ctx)
 		x.stop = context.AfterFunc(ctx, c.abort)
 	}
 	c.head, err = t.appendHead(c.head[:0], req.Headers, body.n)
@@ -347,7 +350,7 @@ func (t *h1Transport) tryLoop(ctx context.Context, x *exchange, body *requestBod
 		c.lc, c.conn = nil, conn
 		c.cr = countingReader{r: io.MultiReader(bytes.NewReader(left), conn), n: int64(len(left))}
 		c.br = bufio.NewReaderSize(&c.cr, readBufferSize)
-		x.stop = context.AfterFunc(ctx, c.abort)
+		x.stop = context.AfterFunc(r.cancelable(ctx), c.abort)
 		return t.readHead(x, nil)
 	case lx.resp == nil:
 		// No head: the connection failed or ctx ended first.

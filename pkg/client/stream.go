@@ -202,15 +202,23 @@ func (c *Client) Stream(ctx context.Context, req *Request) (res *Result) {
 // do runs the request; failures land in r.res.
 func (r *run) do(ctx context.Context, req *Request) {
 	c := r.c
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	r.cancel = cancel
+	rctx := ctx
+	r.rctx = rctx
+	defer func() {
+		if r.cancel != nil {
+			r.cancel(nil)
+		}
+	}()
+	if c.reqTimeout > 0 || c.firstToken > 0 || c.h1 == nil {
+		rctx = r.cancelable(rctx)
+	}
 	if c.reqTimeout > 0 {
 		var stop context.CancelFunc
 		rctx, stop = context.WithTimeoutCause(rctx, c.reqTimeout, ErrRequestTimeout)
 		defer stop()
+		r.rctx = rctx
 	}
-	r.rctx = rctx
+	cancel := r.cancel
 
 	// Start is taken just before the request is handed to the transport, as
 	// vLLM's benchmark does. It therefore includes getting a connection: a
@@ -322,6 +330,21 @@ func (r *run) do(ctx context.Context, req *Request) {
 	}
 	st.rd.Reset(&st.body)
 	r.read(st)
+}
+
+// cancelable gives the request a context of its own, which r.cancel ends
+// (a timeout, the drain after [DONE] on a blocking read), and returns it;
+// ctx is the request's context so far.
+// Without timeouts a request an event loop reads needs none: nothing but
+// the caller's context ends it there, and the loop bounds the drain
+// itself. Its context is then the caller's, which spares each request a
+// child context, its done channel, and its entry in the caller's map of
+// children (about 4 µs of CPU a request at 4,000 sessions).
+func (r *run) cancelable(ctx context.Context) context.Context {
+	if r.cancel == nil {
+		r.rctx, r.cancel = context.WithCancelCause(ctx)
+	}
+	return r.rctx
 }
 
 // fail records a failure at instant at.
