@@ -15,7 +15,8 @@ import (
 )
 
 // Conversion between the generated protocol types and the domain types.
-// This file and server.go are the only ones that see generated code.
+// This file, wirecodec.go (the reports' decoding) and server.go are the
+// only ones that see generated code.
 
 func helloFromPB(h *pb.Hello) hello {
 	cfg := h.GetHistogramConfig()

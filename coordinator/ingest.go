@@ -93,6 +93,9 @@ func (in *ingest) merge(dst *record.Window, rep report) error {
 
 // refused reports whether err is a report's refusal by ingest.merge.
 func refused(err error) bool {
+	if err == nil {
+		return false // without the target escaping to the heap, twice a report
+	}
 	var se *hdr.SparseError
 	return errors.As(err, &se)
 }
