@@ -126,6 +126,7 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	@# The agent at the floor (issue 15): fleetbench's engine beside the epoll floor client at 1,000 to
 	@# 8,000 sessions, 3 runs each in alternating order (about 6 min); ratios are medians of per-run
 	@# ratios. Quick: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1 FLEETBENCH_FLOOR_SECONDS=3.
+	@# The criterion's own spread: FLEETBENCH_FLOOR_SELF=1 runs the floor against itself (A/A).
 	$(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
 	@# The simulator at 8,000 streams.
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/

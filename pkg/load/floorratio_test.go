@@ -92,6 +92,12 @@ func floorPlan(tb testing.TB, n int) benchPlan {
 // A quick variant: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1.
 // FLEETBENCH_FLOOR_SECONDS sets the measurement window of each run;
 // FLEETBENCH_FLOOR_GOROUTINE=1 adds the goroutine-per-session floor client.
+// FLEETBENCH_FLOOR_SELF=1 runs the epoll floor in fleetbench's place (an
+// A/A test): the ratios it prints are the criterion's own spread on this
+// machine, what any client would get if it cost exactly what the floor
+// costs. FLEETBENCH_FLOOR_SELF_BURN (a duration) makes that stand-in spend
+// so much more CPU per request, to tell how much more a client may cost
+// before the ratios show it.
 func BenchmarkFloorRatio(b *testing.B) {
 	levels := floorLevels(b)
 	runs := envInt(b, "FLEETBENCH_FLOOR_RUNS", 3)
@@ -118,6 +124,10 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	// no parsing) to each run, to tell what Go's poller and scheduler cost
 	// from what fleetbench's own code does.
 	goroutine := os.Getenv("FLEETBENCH_FLOOR_GOROUTINE") == "1"
+	self := os.Getenv("FLEETBENCH_FLOOR_SELF") == "1"
+	if self {
+		b.Logf("FLEETBENCH_FLOOR_SELF=1: the epoll floor runs in fleetbench's place (an A/A test)")
+	}
 	for r := range runs {
 		order := []string{"fleetbench", "epoll"}
 		if goroutine {
@@ -138,6 +148,12 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 			case "goroutine":
 				g = benchFloor(b, plan)
 			default:
+				if self {
+					burned := plan
+					burned.burn = selfBurn(b)
+					f = benchEpoll(b, burned)
+					break
+				}
 				f = benchClosedLoop(b, plan)
 			}
 		}
@@ -176,6 +192,20 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	b.ReportMetric(float64(plan.sessions)/floorReply.Seconds(), "demand-req/s")
 	b.ReportMetric(med(fb, "B/stream")/1024, "KiB/stream")
 	b.ReportMetric(med(fb, "failed"), "fb-failed")
+}
+
+// selfBurn is FLEETBENCH_FLOOR_SELF_BURN, the extra CPU per request of the
+// A/A test's stand-in for fleetbench (0 when unset).
+func selfBurn(tb testing.TB) time.Duration {
+	v := os.Getenv("FLEETBENCH_FLOOR_SELF_BURN")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		tb.Fatalf("FLEETBENCH_FLOOR_SELF_BURN=%q: want a duration such as 20us", v)
+	}
+	return d
 }
 
 // ratio is a/b; +Inf when b is not positive (a floor of 0 ms).

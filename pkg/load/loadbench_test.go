@@ -149,6 +149,10 @@ type benchPlan struct {
 	// lean leaves out the diagnostics that cost the client CPU on the hot
 	// path (the per-request observer splitting TTFT into paths).
 	lean bool
+	// burn is CPU the epoll floor spends per request beyond its own
+	// (a busy wait after each reply), to calibrate the ratios against a
+	// floor that costs a known amount more (FLEETBENCH_FLOOR_SELF_BURN).
+	burn time.Duration
 }
 
 // defaultPlan is BenchmarkClosedLoop's schedule for n sessions.
