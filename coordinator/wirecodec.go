@@ -82,6 +82,16 @@ const (
 	fieldTurnRequestsWithCache = 7
 )
 
+// Beyond these counts a report goes to proto.Unmarshal, which allocates a
+// histogram message only for the histograms present: decodeReport sizes
+// its slices by the counts, and a report of a million empty metrics must
+// not cost more than protobuf's own decoding would. An agent sends one
+// entry per metric (record.NumMetrics) and per turn index.
+const (
+	maxFastMetrics = 64
+	maxFastTurns   = 1024
+)
+
 // decodeReport decodes b, the wire form of a ConnectRequest, when it is a
 // report in the shape agents send, into messages equal (proto.Equal) to
 // what proto.Unmarshal makes of it; the histograms' counts alias b. It
@@ -100,7 +110,7 @@ func decodeReport(b []byte) *reportBox {
 		return nil
 	}
 	metrics, turns, ok := countReport(body)
-	if !ok {
+	if !ok || metrics > maxFastMetrics || turns > maxFastTurns {
 		return nil
 	}
 	box := &reportBox{}

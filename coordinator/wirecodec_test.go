@@ -56,6 +56,12 @@ func decodeSeeds(t testing.TB) [][]byte {
 	// A report field given twice (protobuf merges the two).
 	twice, _ := proto.Marshal(benchReport(3, 1, 0))
 	seeds = append(seeds, append(bytes.Clone(twice), twice...))
+	// More metric entries than decodeReport sizes slices for.
+	many := &pb.Report{}
+	for range maxFastMetrics + 1 {
+		many.Metrics = append(many.Metrics, &pb.MetricHistogram{Metric: pb.Metric_METRIC_TTFT})
+	}
+	add(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: many}})
 	return seeds
 }
 
@@ -88,7 +94,7 @@ func TestDecodeReportTakesAgentsReports(t *testing.T) {
 // protobuf: their unknown fields and merges must stay protobuf's.
 func TestDecodeReportDeclines(t *testing.T) {
 	seeds := decodeSeeds(t)
-	for i, name := range map[int]string{3: "heartbeat", 4: "hello", 5: "unknown field", 6: "report twice"} {
+	for i, name := range map[int]string{3: "heartbeat", 4: "hello", 5: "unknown field", 6: "report twice", 7: "too many metrics"} {
 		if decodeReport(seeds[i]) != nil {
 			t.Errorf("%s: decodeReport took it", name)
 		}
