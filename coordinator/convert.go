@@ -15,7 +15,7 @@ import (
 )
 
 // Conversion between the generated protocol types and the domain types.
-// This file, wirecodec.go (the reports' decoding) and server.go are the
+// This file, grpccodec.go (the reports' decoding) and server.go are the
 // only ones that see generated code.
 
 func helloFromPB(h *pb.Hello) hello {
