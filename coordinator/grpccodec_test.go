@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
@@ -192,4 +193,59 @@ func BenchmarkDecodeReport(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDecodeReportFieldNumbers checks decodeReport's field numbers against
+// the generated descriptors, so that a renumbered field in
+// coordinator.proto fails here rather than decoding into the wrong field.
+func TestDecodeReportFieldNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		msg   proto.Message
+		field string
+		num   protowire.Number
+	}{
+		{&pb.ConnectRequest{}, "report", fieldConnectReport},
+		{&pb.Report{}, "seq", fieldReportSeq},
+		{&pb.Report{}, "window_id", fieldReportWindow},
+		{&pb.Report{}, "metrics", fieldReportMetrics},
+		{&pb.Report{}, "turns", fieldReportTurns},
+		{&pb.Report{}, "counters", fieldReportCounters},
+		{&pb.Report{}, "first_send", fieldReportFirstSend},
+		{&pb.Report{}, "last_end", fieldReportLastEnd},
+		{&pb.Report{}, "errors", fieldReportErrors},
+		{&pb.Report{}, "workers", fieldReportWorkers},
+		{&pb.MetricHistogram{}, "metric", fieldMetricMetric},
+		{&pb.MetricHistogram{}, "histogram", fieldMetricHistogram},
+		{&pb.SparseHistogram{}, "lowest_micros", fieldSparseLowest},
+		{&pb.SparseHistogram{}, "highest_micros", fieldSparseHighest},
+		{&pb.SparseHistogram{}, "significant_figures", fieldSparseSigFigs},
+		{&pb.SparseHistogram{}, "counts", fieldSparseCounts},
+		{&pb.SparseHistogram{}, "total_count", fieldSparseTotal},
+		{&pb.SparseHistogram{}, "clamped", fieldSparseClamped},
+		{&pb.TurnStats{}, "turn", fieldTurnTurn},
+		{&pb.TurnStats{}, "ttft", fieldTurnTTFT},
+		{&pb.TurnStats{}, "requests", fieldTurnRequests},
+		{&pb.TurnStats{}, "prompt_tokens", fieldTurnPromptTokens},
+		{&pb.TurnStats{}, "cached_tokens", fieldTurnCachedTokens},
+		{&pb.TurnStats{}, "requests_with_cache", fieldTurnRequestsWithCache},
+	} {
+		md := tc.msg.ProtoReflect().Descriptor()
+		fd := md.Fields().ByName(protoreflect.Name(tc.field))
+		if fd == nil {
+			t.Errorf("%s has no field %s", md.FullName(), tc.field)
+			continue
+		}
+		if fd.Number() != tc.num {
+			t.Errorf("%s.%s is field %d, decodeReport reads it as %d", md.FullName(), tc.field, fd.Number(), tc.num)
+		}
+	}
+	// Every field of the messages decodeReport builds by hand is one it
+	// reads: a new field would otherwise send every report to protobuf.
+	for _, m := range []proto.Message{&pb.Report{}, &pb.MetricHistogram{}, &pb.SparseHistogram{}, &pb.TurnStats{}} {
+		md := m.ProtoReflect().Descriptor()
+		want := map[string]int{"Report": 9, "MetricHistogram": 2, "SparseHistogram": 6, "TurnStats": 6}[string(md.Name())]
+		if n := md.Fields().Len(); n != want {
+			t.Errorf("%s has %d fields, decodeReport knows %d: teach it the new ones", md.FullName(), n, want)
+		}
+	}
 }
