@@ -125,8 +125,10 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	// from what fleetbench's own code does.
 	goroutine := os.Getenv("FLEETBENCH_FLOOR_GOROUTINE") == "1"
 	self := os.Getenv("FLEETBENCH_FLOOR_SELF") == "1"
+	burned := plan
 	if self {
-		b.Logf("FLEETBENCH_FLOOR_SELF=1: the epoll floor runs in fleetbench's place (an A/A test)")
+		burned.burn = selfBurn(b)
+		b.Logf("FLEETBENCH_FLOOR_SELF=1: the epoll floor runs in fleetbench's place (an A/A test), %v more CPU per request", burned.burn)
 	}
 	for r := range runs {
 		order := []string{"fleetbench", "epoll"}
@@ -149,8 +151,6 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 				g = benchFloor(b, plan)
 			default:
 				if self {
-					burned := plan
-					burned.burn = selfBurn(b)
 					f = benchEpoll(b, burned)
 					break
 				}
