@@ -188,6 +188,14 @@ func knownFields(m proto.Message) error {
 	return nil
 }
 
+// ackBox holds an ack's response, its oneof wrapper and the ack,
+// allocated together.
+type ackBox struct {
+	resp  pb.ConnectResponse
+	oneof pb.ConnectResponse_Ack
+	ack   pb.Ack
+}
+
 // responseToPB converts an outbound domain message.
 func responseToPB(m any) (*pb.ConnectResponse, error) {
 	switch m := m.(type) {
@@ -221,7 +229,12 @@ func responseToPB(m any) (*pb.ConnectResponse, error) {
 			WindowId: m.Window, Kind: kindToPB(m.Kind), StartAt: timestamppb.New(m.StartAt), Level: int32(m.Level), Mode: m.Mode,
 		}}}, nil
 	case ack:
-		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Ack{Ack: &pb.Ack{Seq: m.Seq}}}, nil
+		// One allocation for the three messages: an ack goes out for every
+		// report.
+		box := &ackBox{ack: pb.Ack{Seq: m.Seq}}
+		box.oneof.Ack = &box.ack
+		box.resp.Msg = &box.oneof
+		return &box.resp, nil
 	case stop:
 		return &pb.ConnectResponse{Msg: &pb.ConnectResponse_Stop{Stop: &pb.Stop{Reason: m.Reason}}}, nil
 	case heartbeat:

@@ -43,6 +43,35 @@ func (c serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return proto.Unmarshal(b, m)
 }
 
+// Marshal encodes a message for an agent. An ack, sent for every report,
+// is written by hand (the bytes proto.Marshal writes, TestServerCodecAcks),
+// which spares protobuf's sizing and encoding walk; everything else goes to
+// the proto codec.
+func (c serverCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*pb.ConnectResponse); ok {
+		if a, ok := m.Msg.(*pb.ConnectResponse_Ack); ok && a.Ack != nil &&
+			len(m.ProtoReflect().GetUnknown()) == 0 && len(a.Ack.ProtoReflect().GetUnknown()) == 0 {
+			return mem.BufferSlice{mem.SliceBuffer(appendAck(nil, a.Ack.Seq))}, nil
+		}
+	}
+	return c.CodecV2.Marshal(v)
+}
+
+// appendAck appends the wire form of a ConnectResponse holding Ack{Seq: seq}.
+func appendAck(b []byte, seq uint64) []byte {
+	size := 0
+	if seq != 0 {
+		size = protowire.SizeTag(fieldAckSeq) + protowire.SizeVarint(seq)
+	}
+	b = protowire.AppendTag(b, fieldResponseAck, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	if seq != 0 {
+		b = protowire.AppendTag(b, fieldAckSeq, protowire.VarintType)
+		b = protowire.AppendVarint(b, seq)
+	}
+	return b
+}
+
 // reportBox holds a decoded report and the oneof wrapper that points to
 // it, allocated together.
 type reportBox struct {
@@ -50,9 +79,11 @@ type reportBox struct {
 	rep   pb.Report
 }
 
-// Field numbers decodeReport reads (coordinator.proto).
+// Field numbers decodeReport reads and Marshal writes (coordinator.proto).
 const (
 	fieldConnectReport = 4
+	fieldResponseAck   = 4
+	fieldAckSeq        = 1
 
 	fieldReportSeq       = 1
 	fieldReportWindow    = 2

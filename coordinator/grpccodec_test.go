@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"math"
 	"testing"
 	"time"
 
@@ -30,6 +31,24 @@ func fullReport() *pb.ConnectRequest {
 	r.Turns[0].PromptTokens, r.Turns[0].CachedTokens, r.Turns[0].RequestsWithCache = 3100, 2900, 99
 	r.Metrics[2].Histogram = nil // a metric without samples
 	r.Metrics[3].Histogram.Clamped = 4
+	return req
+}
+
+// countsReport is a report whose counters set every int64 count (one of
+// them negative) and whose timestamps hold negative values.
+func countsReport() *pb.ConnectRequest {
+	req := benchReport(9, 4, 13)
+	r := req.GetReport()
+	c := r.Counters
+	md := c.ProtoReflect().Descriptor()
+	for i := range md.Fields().Len() {
+		if fd := md.Fields().Get(i); fd.Kind() == protoreflect.Int64Kind && !fd.IsMap() {
+			c.ProtoReflect().Set(fd, protoreflect.ValueOfInt64(int64(fd.Number())*1000+7))
+		}
+	}
+	c.Dropped = -5
+	r.FirstSend = &timestamppb.Timestamp{Seconds: -62135596800, Nanos: 999999999}
+	r.LastEnd = &timestamppb.Timestamp{Seconds: 1700000010, Nanos: -1}
 	return req
 }
 
@@ -63,6 +82,7 @@ func decodeSeeds(t testing.TB) [][]byte {
 		many.Metrics = append(many.Metrics, &pb.MetricHistogram{Metric: pb.Metric_METRIC_TTFT})
 	}
 	add(&pb.ConnectRequest{Msg: &pb.ConnectRequest_Report{Report: many}})
+	add(countsReport())
 	return seeds
 }
 
@@ -71,9 +91,10 @@ func decodeSeeds(t testing.TB) [][]byte {
 // CPU) and come out as proto.Unmarshal makes them.
 func TestDecodeReportTakesAgentsReports(t *testing.T) {
 	for name, req := range map[string]*pb.ConnectRequest{
-		"bench": benchReport(1, 2, 3),
-		"full":  fullReport(),
-		"empty": {Msg: &pb.ConnectRequest_Report{Report: &pb.Report{}}},
+		"bench":  benchReport(1, 2, 3),
+		"full":   fullReport(),
+		"counts": countsReport(),
+		"empty":  {Msg: &pb.ConnectRequest_Report{Report: &pb.Report{}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := proto.Marshal(req)
@@ -205,6 +226,8 @@ func TestDecodeReportFieldNumbers(t *testing.T) {
 		num   protowire.Number
 	}{
 		{&pb.ConnectRequest{}, "report", fieldConnectReport},
+		{&pb.ConnectResponse{}, "ack", fieldResponseAck},
+		{&pb.Ack{}, "seq", fieldAckSeq},
 		{&pb.Report{}, "seq", fieldReportSeq},
 		{&pb.Report{}, "window_id", fieldReportWindow},
 		{&pb.Report{}, "metrics", fieldReportMetrics},
@@ -247,5 +270,70 @@ func TestDecodeReportFieldNumbers(t *testing.T) {
 		if n := md.Fields().Len(); n != want {
 			t.Errorf("%s has %d fields, decodeReport knows %d: teach it the new ones", md.FullName(), n, want)
 		}
+	}
+}
+
+// TestServerCodecAcks checks that the codec writes an ack as proto.Marshal
+// does (an agent decodes it with protobuf), and leaves other responses,
+// and an ack carrying unknown fields, to the proto codec.
+func TestServerCodecAcks(t *testing.T) {
+	codec := newServerCodec()
+	ackFor := func(seq uint64) *pb.ConnectResponse {
+		r, err := responseToPB(ack{Seq: seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	odd := ackFor(9)
+	odd.GetAck().ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 1))
+	msgs := []*pb.ConnectResponse{odd, {Msg: &pb.ConnectResponse_Stop{Stop: &pb.Stop{Reason: "done"}}}}
+	for _, seq := range []uint64{0, 1, 127, 128, 1 << 32, math.MaxUint64} {
+		msgs = append(msgs, ackFor(seq))
+	}
+	for _, m := range msgs {
+		want, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := codec.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got.Materialize(); !bytes.Equal(b, want) {
+			t.Errorf("%v: codec wrote % x, proto.Marshal % x", m, b, want)
+		}
+		got.Free()
+		var back pb.ConnectResponse
+		if err := proto.Unmarshal(want, &back); err != nil || !proto.Equal(&back, m) {
+			t.Errorf("%v: decodes as %v (%v)", m, &back, err)
+		}
+	}
+}
+
+// BenchmarkAckMarshal converts and encodes an ack as the stream's sender
+// does, through the server's codec and through the proto codec alone.
+func BenchmarkAckMarshal(b *testing.B) {
+	codec := newServerCodec()
+	for name, marshal := range map[string]func(any) (mem.BufferSlice, error){
+		"serverCodec": codec.Marshal,
+		"proto":       codec.CodecV2.Marshal,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			seq := uint64(1)
+			for b.Loop() {
+				m, err := responseToPB(ack{Seq: seq})
+				if err != nil {
+					b.Fatal(err)
+				}
+				bs, err := marshal(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bs.Free()
+				seq++
+			}
+		})
 	}
 }
