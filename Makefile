@@ -119,8 +119,8 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
 	@# report) are the coordinator's alone, with and without histograms.
 	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/
-	@# One report's merge at the coordinator, and what the Prometheus load metrics add to it.
-	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
+	@# One report's merge at the coordinator, what the Prometheus load metrics add to it, and its decode and ack.
+	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics|DecodeReport|AckMarshal' -benchmem -benchtime=2000x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs and the 8,000-session epoll floor.
 	$(GO) test -run='^$$' -bench=ClosedLoop -benchmem -benchtime=1x -timeout 30m ./pkg/load/
 	@# The agent at the floor (issue 15): fleetbench's engine beside the epoll floor client at 1,000 to
