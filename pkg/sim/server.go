@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -376,13 +378,23 @@ func (s *Sim) serveRequest(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	w.Header().Set(WorkerHeader, wk.name)
 
+	// The handler waits on one channel: the client's going away pokes the
+	// sequence as the worker does, so each wake-up is a plain receive
+	// rather than a select over two channels, whose locking was 4% of the
+	// simulator's CPU at 8,000 streams.
+	var gone atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		gone.Store(true)
+		sq.poke()
+	})
+	defer stop()
 	rt := "unary"
 	var err error
 	if req.stream {
 		rt = "stream"
-		err = s.stream(w, r, req, sq, t, start)
+		err = s.stream(w, req, sq, &gone, t, start)
 	} else {
-		err = s.unary(w, r, req, sq, t, start)
+		err = s.unary(w, req, sq, &gone, t, start)
 	}
 	status2 := "success"
 	if err != nil {
@@ -415,12 +427,11 @@ func (s *Sim) usage(sq *seq, n int) *openai.Usage {
 	}
 }
 
-func (s *Sim) unary(w http.ResponseWriter, r *http.Request, req *request, sq *seq, t *ticket, start time.Time) error {
+func (s *Sim) unary(w http.ResponseWriter, req *request, sq *seq, gone *atomic.Bool, t *ticket, start time.Time) error {
 	first := false
 	for {
-		select {
-		case <-sq.notify:
-		case <-r.Context().Done():
+		<-sq.notify
+		if gone.Load() {
 			return errClientGone
 		}
 		done := sq.done.Load()
@@ -475,7 +486,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // its last write in one Write and one Flush. Like vLLM V1's output
 // collector, tokens that piled up while the client was slow are merged
 // into one chunk.
-func (s *Sim) stream(w http.ResponseWriter, r *http.Request, req *request, sq *seq, t *ticket, start time.Time) error {
+func (s *Sim) stream(w http.ResponseWriter, req *request, sq *seq, gone *atomic.Bool, t *ticket, start time.Time) error {
 	fl, _ := w.(http.Flusher)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -499,9 +510,8 @@ func (s *Sim) stream(w http.ResponseWriter, r *http.Request, req *request, sq *s
 	outputTokens := s.m.feOutput.WithLabelValues(s.cfg.Model)
 	sent := 0
 	for {
-		select {
-		case <-sq.notify:
-		case <-r.Context().Done():
+		<-sq.notify
+		if gone.Load() {
 			return errClientGone
 		}
 		done := sq.done.Load()

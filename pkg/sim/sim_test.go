@@ -1,14 +1,18 @@
 package sim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -264,4 +268,66 @@ func checkErrorBody(t testing.TB, raw []byte, status int) map[string]any {
 		t.Errorf("error body %s: param %v, want null or a name", raw, info["param"])
 	}
 	return info
+}
+
+// A client that goes away in the middle of its request frees the
+// sequence: the handler wakes, marks it aborted and the worker drops it at
+// its next step, for a stream and for a unary request alike. Without that
+// the request would hold its slot for the ~50 s its 4,000 tokens take.
+func TestClientGoneFreesItsSequence(t *testing.T) {
+	s := startSim(t, func(c *Config) { c.Replicas = 1; c.TimeScale = 1 })
+	running := func() float64 { return testutil.ToFloat64(s.workers[0].m.running) }
+	waitRunning := func(t *testing.T, want float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for running() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("vllm:num_requests_running is %v after 10 s, want %v", running(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			body, err := json.Marshal(openai.CompletionRequest{Prompt: "Once upon a time", MaxTokens: ptr(4000), IgnoreEOS: ptr(true), Stream: stream})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/completions", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				resp, err := testClient().Do(req)
+				if err != nil {
+					done <- err
+					return
+				}
+				defer resp.Body.Close()
+				if stream {
+					// The first event is written: the handler is in its
+					// write loop when the client leaves.
+					line, err := bufio.NewReader(resp.Body).ReadString('\n')
+					if err != nil || !strings.HasPrefix(line, "data: ") {
+						done <- fmt.Errorf("first line %q: %v", line, err)
+						return
+					}
+					cancel()
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				done <- err
+			}()
+			waitRunning(t, 1)
+			if !stream {
+				cancel()
+			}
+			if err := <-done; err == nil {
+				t.Fatal("the request finished before the client left")
+			}
+			waitRunning(t, 0)
+		})
+	}
 }
