@@ -128,7 +128,8 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	@# ratios. Quick: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1 FLEETBENCH_FLOOR_SECONDS=3.
 	@# The criterion's own spread: FLEETBENCH_FLOOR_SELF=1 runs the floor against itself (A/A).
 	$(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
-	@# The simulator at 8,000 streams.
+	@# The simulator at 8,000 streams, then a bare net/http server streaming the same events at the same
+	@# pace to the same client (floor-cpu-*: what this machine charges for the writes alone).
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/
 
 .PHONY: soak
