@@ -117,7 +117,8 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	$(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m .
 	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, 500
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
-	@# report) are the coordinator's alone, with and without histograms.
+	@# report) are the coordinator's alone, with and without histograms, over one shared connection
+	@# and with a connection per agent as deployed (-conn-each).
 	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/
 	@# One report's merge at the coordinator, what the Prometheus load metrics add to it, and its decode and ack.
 	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics|DecodeReport|AckMarshal' -benchmem -benchtime=2000x ./coordinator/

@@ -32,15 +32,17 @@ const benchAgents = 100
 
 // fakeAgentsEnv, set to a coordinator's address, makes the test binary the
 // fake agents of BenchmarkMerge100Agents instead of running tests;
-// fakeAgentsBareEnv makes their reports carry no histogram.
+// fakeAgentsBareEnv makes their reports carry no histogram and
+// fakeAgentsConnEachEnv gives each its own connection.
 const (
-	fakeAgentsEnv     = "FLEETBENCH_BENCH_FAKE_AGENTS"
-	fakeAgentsBareEnv = "FLEETBENCH_BENCH_FAKE_AGENTS_BARE"
+	fakeAgentsEnv         = "FLEETBENCH_BENCH_FAKE_AGENTS"
+	fakeAgentsBareEnv     = "FLEETBENCH_BENCH_FAKE_AGENTS_BARE"
+	fakeAgentsConnEachEnv = "FLEETBENCH_BENCH_FAKE_AGENTS_CONN_EACH"
 )
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(fakeAgentsEnv); addr != "" {
-		os.Exit(runFakeAgents(addr, os.Getenv(fakeAgentsBareEnv) != ""))
+		os.Exit(runFakeAgents(addr, os.Getenv(fakeAgentsBareEnv) != "", os.Getenv(fakeAgentsConnEachEnv) != ""))
 	}
 	os.Exit(m.Run())
 }
@@ -160,12 +162,21 @@ const scrapeEvery = 1000
 // The histograms case is the real one; the bare case sends the same
 // reports without histograms (counters only), the cost of the protocol
 // alone, so that the difference is what the histograms cost.
+//
+// In those two the fake agents share one HTTP/2 connection, so that each
+// round's 100 reports arrive in a few reads and their acks leave in a few
+// writes. Agents as deployed have a connection each: the conn-each cases
+// measure that, where each report costs the coordinator its own read
+// system calls (two: gRPC reads until the socket is empty) and its ack its
+// own write.
 func BenchmarkMerge100Agents(b *testing.B) {
-	b.Run("histograms", func(b *testing.B) { merge100Agents(b, false) })
-	b.Run("bare", func(b *testing.B) { merge100Agents(b, true) })
+	b.Run("histograms", func(b *testing.B) { merge100Agents(b, false, false) })
+	b.Run("bare", func(b *testing.B) { merge100Agents(b, true, false) })
+	b.Run("histograms-conn-each", func(b *testing.B) { merge100Agents(b, false, true) })
+	b.Run("bare-conn-each", func(b *testing.B) { merge100Agents(b, true, true) })
 }
 
-func merge100Agents(b *testing.B, bare bool) {
+func merge100Agents(b *testing.B, bare, connEach bool) {
 	likeTheCommand(b)
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
@@ -198,6 +209,9 @@ func merge100Agents(b *testing.B, bare bool) {
 	cmd.Env = append(os.Environ(), fakeAgentsEnv+"="+lis.Addr().String())
 	if bare {
 		cmd.Env = append(cmd.Env, fakeAgentsBareEnv+"=1")
+	}
+	if connEach {
+		cmd.Env = append(cmd.Env, fakeAgentsConnEachEnv+"=1")
 	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -271,22 +285,27 @@ func merge100Agents(b *testing.B, bare bool) {
 // line "round" on stdin, every agent sends its next report and waits for
 // its ack, and it prints "done"; for "cpu" it prints "cpu <ns>", its own
 // CPU time so far. It returns when stdin closes. Bare reports carry no
-// histogram.
-func runFakeAgents(addr string, bare bool) int {
+// histogram. With connEach each agent dials a connection of its own, as
+// agents do; otherwise they share one.
+func runFakeAgents(addr string, bare, connEach bool) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "fake agents:", err)
 		return 1
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fail(err)
-	}
-	defer cc.Close()
-	cl := pb.NewCoordinatorServiceClient(cc)
+	var cl pb.CoordinatorServiceClient
 	fakes := make([]*fakeAgent, benchAgents)
 	for i := range fakes {
+		if cl == nil || connEach {
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return fail(err)
+			}
+			defer cc.Close()
+			cl = pb.NewCoordinatorServiceClient(cc)
+		}
+		var err error
 		if fakes[i], err = dialFake(ctx, cl, fmt.Sprintf("bench-%d", i), i, hdr.Default); err != nil {
 			return fail(err)
 		}
