@@ -311,8 +311,12 @@ func TestClientGoneFreesItsSequence(t *testing.T) {
 					// The first event is written: the handler is in its
 					// write loop when the client leaves.
 					line, err := bufio.NewReader(resp.Body).ReadString('\n')
-					if err != nil || !strings.HasPrefix(line, "data: ") {
-						done <- fmt.Errorf("first line %q: %v", line, err)
+					if err != nil {
+						done <- fmt.Errorf("read the first event: %w", err)
+						return
+					}
+					if !strings.HasPrefix(line, "data: ") {
+						done <- fmt.Errorf("first line %q, want an event", line)
 						return
 					}
 					cancel()
