@@ -625,8 +625,11 @@ func TestSoak(t *testing.T) {
 	names := []string{"coordinator", "agent 0", "agent 1", "agent 2", "agent 3"}
 	// The memory over time, a line a minute: RSS and the collector's
 	// target of each process, then what the Go runtime holds of the RSS:
-	// heap spans in use, free heap spans not returned to the OS, stacks
-	// (MiB).
+	// heap spans in use, free heap spans not returned to the OS, stacks,
+	// the runtime's own structures (what it took from the OS besides the
+	// heap and the stacks: span and GC metadata, caches), and what is
+	// left of the RSS outside all of that (the binary's pages, memory the
+	// runtime returned that the kernel still counts) (MiB).
 	for _, s := range samples {
 		if s.at%time.Minute >= time.Second {
 			continue
@@ -634,10 +637,15 @@ func TestSoak(t *testing.T) {
 		var b strings.Builder
 		for _, n := range names {
 			m := s.mem[n]
-			fmt.Fprintf(&b, "  %s %.0f/%.0f (%.0f+%.0f+%.0f)", n, float64(s.procs[n].rss)/1024, s.heapGoal[n]/(1<<20),
-				m["go_memstats_heap_inuse_bytes"]/(1<<20), (m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"])/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20))
+			const mib = 1 << 20
+			inuse, kept := m["go_memstats_heap_inuse_bytes"], m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"]
+			stacks := m["go_memstats_stack_inuse_bytes"]
+			own := m["go_memstats_sys_bytes"] - m["go_memstats_heap_inuse_bytes"] - m["go_memstats_heap_idle_bytes"] - stacks
+			rss := float64(s.procs[n].rss) * 1024
+			fmt.Fprintf(&b, "  %s %.0f/%.0f (%.0f+%.0f+%.0f+%.0f, %.0f outside)", n, rss/mib, s.heapGoal[n]/mib,
+				inuse/mib, kept/mib, stacks/mib, own/mib, (rss-inuse-kept-stacks-own)/mib)
 		}
-		t.Logf("memory at %s (RSS/GC target MiB (heap in use + free heap kept + stacks)), %d in flight (%d of %d readings):%s", s.at.Round(time.Second), s.inFlight, s.read, s.read+s.failed, b.String())
+		t.Logf("memory at %s (RSS/GC target MiB (heap in use + free heap kept + stacks + runtime, outside)), %d in flight (%d of %d readings):%s", s.at.Round(time.Second), s.inFlight, s.read, s.read+s.failed, b.String())
 	}
 	for _, n := range names {
 		growth(n+" RSS KiB", func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.rss), ok })
