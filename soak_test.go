@@ -640,7 +640,7 @@ func TestSoak(t *testing.T) {
 			const mib = 1 << 20
 			inuse, kept := m["go_memstats_heap_inuse_bytes"], m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"]
 			stacks := m["go_memstats_stack_inuse_bytes"]
-			own := m["go_memstats_sys_bytes"] - m["go_memstats_heap_inuse_bytes"] - m["go_memstats_heap_idle_bytes"] - stacks
+			own := m["go_memstats_sys_bytes"] - inuse - m["go_memstats_heap_idle_bytes"] - stacks
 			rss := float64(s.procs[n].rss) * 1024
 			fmt.Fprintf(&b, "  %s %.0f/%.0f (%.0f+%.0f+%.0f+%.0f, %.0f outside)", n, rss/mib, s.heapGoal[n]/mib,
 				inuse/mib, kept/mib, stacks/mib, own/mib, (rss-inuse-kept-stacks-own)/mib)
