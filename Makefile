@@ -134,7 +134,7 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/
 
 .PHONY: soak
-soak: ## 8,000 sessions for 16 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~20 min)
+soak: ## 8,000 sessions for 20 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~24 min)
 	FLEETBENCH_SOAK=full $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v .
 
 .PHONY: calibrate
