@@ -128,6 +128,8 @@ bench: ## run the benchmarks and print their figures (about 25 minutes)
 	@# 8,000 sessions, 3 runs each in alternating order (about 6 min); ratios are medians of per-run
 	@# ratios. Quick: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1 FLEETBENCH_FLOOR_SECONDS=3.
 	@# The criterion's own spread: FLEETBENCH_FLOOR_SELF=1 runs the floor against itself (A/A).
+	@# A run past the knee (a client serving under 98% of the demand) logs each client's share and
+	@# the wait Little's law gives for it, which the added TTFT then follows.
 	$(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
 	@# The simulator at 8,000 streams, then a bare net/http server streaming the same events at the same
 	@# pace to the same client (floor-cpu-*: what this machine charges for the writes alone).
