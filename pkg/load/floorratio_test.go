@@ -128,6 +128,7 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	// from what fleetbench's own code does.
 	goroutine := os.Getenv("FLEETBENCH_FLOOR_GOROUTINE") == "1"
 	self := os.Getenv("FLEETBENCH_FLOOR_SELF") == "1"
+	demand := float64(plan.sessions) / floorReply.Seconds() // requests a second the sessions ask for
 	burned := plan
 	if self {
 		burned.burn = selfBurn(b)
@@ -175,7 +176,6 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 			f["server-cpu-s/1k-req"], e["server-cpu-s/1k-req"], e["loadavg"])
 		// Past the knee (a client serves under 98% of the demand), the
 		// added latency follows from the throughput each client kept.
-		demand := float64(plan.sessions) / floorReply.Seconds()
 		if f["req/s"] < 0.98*demand || e["req/s"] < 0.98*demand {
 			b.Logf("run %d: past the knee: %.1f%% (fleetbench) and %.1f%% (floor) of the demand served; by Little's law a request then waits sessions / req/s - %v = %.0f and %.0f ms beyond the script, shared between its first token and its gaps",
 				r+1, 100*f["req/s"]/demand, 100*e["req/s"]/demand, floorReply,
@@ -200,7 +200,7 @@ func floorRatio(b *testing.B, plan benchPlan, runs, level int) {
 	b.ReportMetric(med(ep, unitCPU)*1000, "floor-cpu-us/req")
 	b.ReportMetric(med(fb, "req/s"), "fb-req/s")
 	b.ReportMetric(med(ep, "req/s"), "floor-req/s")
-	b.ReportMetric(float64(plan.sessions)/floorReply.Seconds(), "demand-req/s")
+	b.ReportMetric(demand, "demand-req/s")
 	b.ReportMetric(med(fb, "B/stream")/1024, "KiB/stream")
 	b.ReportMetric(med(fb, "failed"), "fb-failed")
 }
