@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/internal/flags"
 )
 
 // cli carries what every command needs. Commands write to stdout and
@@ -140,7 +140,7 @@ func commandNames(cmd *cobra.Command) []string {
 }
 
 // groupedUsage prints a command's usage with its flags in help groups
-// (pkg/flags), then its examples.
+// (internal/flags), then its examples.
 func groupedUsage(cmd *cobra.Command) error {
 	out := cmd.OutOrStdout()
 	use := cmd.UseLine()

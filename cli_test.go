@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/internal/flags"
+	"github.com/fleetbench/fleetbench/internal/wire"
 	"github.com/fleetbench/fleetbench/pkg/openai"
-	"github.com/fleetbench/fleetbench/pkg/wire"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 

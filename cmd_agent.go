@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetbench/fleetbench/agent"
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/flags"
 )
 
 // agentCmd runs one agent of a distributed fleet: it joins a coordinator,

@@ -11,8 +11,8 @@ import (
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/result"

@@ -17,8 +17,8 @@ import (
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/internal/testutil/kubetest"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/kubetest"
 )
 
 // kubeFlagSet parses args with the coordinator command's flags and

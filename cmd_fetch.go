@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleetbench/fleetbench/pkg/bundle"
+	"github.com/fleetbench/fleetbench/internal/bundle"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 )
 

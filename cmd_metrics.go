@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/internal/flags"
 )
 
 // metricsShutdown bounds the metrics server's shutdown.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 )
 

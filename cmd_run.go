@@ -14,23 +14,23 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/result"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
 // runOptions are the run command's flags: the shared target, workload and
-// load settings (pkg/flags) and the run's own.
+// load settings (internal/flags) and the run's own.
 type runOptions struct {
 	rc                              fleet.RunConfig
 	levels                          []int
 	headers, metadata, thresholds   []string
 	goodput                         string
-	pods                            scrape.Pods
+	pods                            servermetrics.Pods
 	extraBody, percentiles, arrival string
 	metrics, uiBaseline             string
 	burstiness                      float64
@@ -212,7 +212,7 @@ func (o *runOptions) config(fs *pflag.FlagSet) (fleet.RunConfig, error) {
 		return rc, err
 	}
 	rc.SLO, rc.Thresholds = slo, ths
-	if o.pods != (scrape.Pods{}) {
+	if o.pods != (servermetrics.Pods{}) {
 		rc.Scrape.Pods = &o.pods
 	}
 	for _, m := range o.metadata {

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/fleet"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/openai"
 	"github.com/fleetbench/fleetbench/pkg/sim"
-	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
 const testAPIKey = testserve.APIKey

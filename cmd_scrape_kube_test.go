@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetbench/fleetbench/pkg/kubetest"
+	"github.com/fleetbench/fleetbench/internal/testutil/kubetest"
 )
 
 // TestRunScrapesPodsOnKubernetes: `run --scrape-pods` finds the serving

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 )
 

@@ -10,14 +10,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetbench/fleetbench/fleet"
-	"github.com/fleetbench/fleetbench/pkg/bundle"
+	"github.com/fleetbench/fleetbench/internal/bundle"
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/flags"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/sweep/kubeswitch"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 )
 
 // sweepOptions are the sweep command's own flags; every other flag is a
@@ -70,7 +70,7 @@ func (c *cli) newSweep() (*cobra.Command, *sweepOptions) {
 	}
 	fs := cmd.Flags()
 	fs.StringVarP(&o.file, "file", "f", "", "sweep spec file (YAML); flags override it")
-	fs.StringVar(&o.resume, "resume", "", "continue the interrupted sweep in DIR (its spec is read from DIR/"+sweeprun.SpecFile+" unless -f is given)")
+	fs.StringVar(&o.resume, "resume", "", "continue the interrupted sweep in DIR (its spec is read from DIR/"+runner.SpecFile+" unless -f is given)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the merged, validated spec and the plan (switches, estimated duration), and exit")
 	fs.DurationVar(&o.linger, "linger", 0, "after the sweep, keep serving its output directory on the metrics port ("+bundle.Path+", for `fleetbench fetch`) this long, or until stopped")
 	flags.Group(fs, flags.GroupSweep, "file", "resume", "dry-run", "linger")
@@ -86,7 +86,7 @@ func (c *cli) newSweep() (*cobra.Command, *sweepOptions) {
 func (o *sweepOptions) spec(fs *pflag.FlagSet) (*sweep.Spec, error) {
 	path := o.file
 	if path == "" && o.resume != "" {
-		path = filepath.Join(o.resume, sweeprun.SpecFile)
+		path = filepath.Join(o.resume, runner.SpecFile)
 	}
 	spec := sweep.Default()
 	if path != "" {
@@ -174,10 +174,10 @@ func (c *cli) runSweep(ctx context.Context, o *sweepOptions, spec *sweep.Spec) e
 	var id string
 	var err error
 	if o.resume != "" {
-		if id, err = sweeprun.ReadID(o.resume); err != nil {
+		if id, err = runner.ReadID(o.resume); err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
-		if done, err = sweeprun.Done(o.resume, id); err != nil {
+		if done, err = runner.Done(o.resume, id); err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleetbench/fleetbench/internal/testutil/kubetest"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/kubetest"
 )
 
 // kubeSweep is a sweep against a target only the (never running) agent

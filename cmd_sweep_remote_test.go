@@ -18,9 +18,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fleetbench/fleetbench/agent"
+	"github.com/fleetbench/fleetbench/internal/testutil/testcert"
+	"github.com/fleetbench/fleetbench/internal/wire"
 	"github.com/fleetbench/fleetbench/pkg/openai"
-	"github.com/fleetbench/fleetbench/pkg/testcert"
-	"github.com/fleetbench/fleetbench/pkg/wire"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/report"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 )
 
 // writeSweepFile writes a sweep file into dir and returns its path.
@@ -152,7 +152,7 @@ func TestSweepEndToEndAgainstSimulator(t *testing.T) {
 		t.Errorf("simulator mode changes %v, want kv, round_robin, kv", modes)
 	}
 	// The spec is kept for --resume, without the simulator's address.
-	if b, err := os.ReadFile(filepath.Join(out, sweeprun.SpecFile)); err != nil || !strings.Contains(string(b), "kv_blocks: 400") || strings.Contains(string(b), "127.0.0.1") {
+	if b, err := os.ReadFile(filepath.Join(out, runner.SpecFile)); err != nil || !strings.Contains(string(b), "kv_blocks: 400") || strings.Contains(string(b), "127.0.0.1") {
 		t.Errorf("kept spec (%v):\n%s", err, b)
 	}
 }

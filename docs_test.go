@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/pkg/report"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 )
 
 // docFiles are the documents whose fenced `fleetbench ...` commands must
@@ -147,7 +147,7 @@ func docFixtures(t *testing.T, root, dir string) {
 	for _, day := range []string{"day1", "day2", "day3"} {
 		write(filepath.Join("out", day, report.TSVName("20261125-000000")), tsv)
 	}
-	write(filepath.Join("out", "sweep-1", sweeprun.SpecFile), spec)
+	write(filepath.Join("out", "sweep-1", runner.SpecFile), spec)
 	// Two run outputs for the report of runs.
 	for _, r := range []struct{ dir, mode string }{{"kv-100", "kv"}, {"rr-100", "round_robin"}} {
 		code, stdout, stderr := runCommand(t.Context(), "--log-level", "warn", "run", "--concurrency", "2", "--warmup", "0s",

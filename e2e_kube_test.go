@@ -45,8 +45,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleetbench/fleetbench/internal/testutil/kubetest"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/kubetest"
 )
 
 // e2ePorts are the host ports of one end-to-end sweep.

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 	"github.com/fleetbench/fleetbench/pkg/sim"
-	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
 // asMainEnv makes the test binary run fleetbench's main.

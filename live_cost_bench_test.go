@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbench/fleetbench/pkg/testserve"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 )
 
 // profiles numbers the runs' CPU profiles.
@@ -253,7 +253,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // feed and event stream, the load metrics and their scrape, the meter
 // that drains the recorder for both, and the HTTP server that serves them
 // (only the live run has one).
-const liveCode = `fleetbench/pkg/ui\.|fleetbench/pkg/prom\.|fleet\.\(\*meter\)|promhttp|client_golang|net/http\.\(\*conn\)\.serve`
+const liveCode = `fleetbench/pkg/ui\.|fleetbench/pkg/loadmetrics\.|fleet\.\(\*meter\)|promhttp|client_golang|net/http\.\(\*conn\)\.serve`
 
 // pprofShare is the share (%) of the CPU samples of profiles, merged,
 // with a function matching focus on their stack, read with `go tool

@@ -18,7 +18,7 @@ import (
 	"syscall"
 
 	"github.com/fleetbench/fleetbench/fleet"
-	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/internal/flags"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/result"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 )
 
 // dashboardFile is the Grafana dashboard deploy/ ships.
@@ -63,7 +63,7 @@ func registeredMetrics(t *testing.T) map[string]bool {
 	if _, err := agent.New(agent.Config{ID: "a", Coordinator: "c:1"}, build, nil, agent.WithRegisterer(d)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sweeprun.NewMetrics(d); err != nil {
+	if _, err := runner.NewMetrics(d); err != nil {
 		t.Fatal(err)
 	}
 	return d.names
@@ -237,7 +237,7 @@ func TestPromMetricNames(t *testing.T) {
 
 // TestDashboardQueriesKnownMetrics: every metric name any panel of the
 // dashboard reads is one fleetbench's registries export (its own, the Go
-// and process collectors') or one of the serving stack's that pkg/scrape's
+// and process collectors') or one of the serving stack's that pkg/servermetrics's
 // catalogue (docs/server-metrics.md) knows, histogram series included; and
 // the agents' health panels read the agents' CPU, streams and lag.
 func TestDashboardQueriesKnownMetrics(t *testing.T) {
@@ -245,7 +245,7 @@ func TestDashboardQueriesKnownMetrics(t *testing.T) {
 	for n := range collectorMetrics() {
 		known[n] = true
 	}
-	for _, n := range scrape.CatalogNames() {
+	for _, n := range servermetrics.CatalogNames() {
 		known[n] = true
 	}
 	isKnown := func(s string) bool { return known[s] }
@@ -276,11 +276,11 @@ func TestDashboardQueriesKnownMetrics(t *testing.T) {
 
 // TestDashboardNamesDocumentedMetrics: every fleetbench metric the
 // dashboard queries is in docs/metrics.md's table and registered by the
-// code, every serving-stack metric is one pkg/scrape's catalogue
+// code, every serving-stack metric is one pkg/servermetrics's catalogue
 // (docs/server-metrics.md) knows, and the panels the docs promise exist.
 func TestDashboardNamesDocumentedMetrics(t *testing.T) {
 	code, doc := registeredMetrics(t), documentedMetrics(t)
-	catalogue := scrape.CatalogNames()
+	catalogue := servermetrics.CatalogNames()
 	queries := dashboardQueries(t)
 	used := map[string]bool{}
 	for title, targets := range queries {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetbench/fleetbench/pkg/prom"
-	"github.com/fleetbench/fleetbench/pkg/promtest"
+	"github.com/fleetbench/fleetbench/internal/testutil/promtest"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 )
 
 // nativeTolerance is how far the TTFT p95 Prometheus estimates from the
@@ -158,12 +158,12 @@ func TestPrometheusScrapesARun(t *testing.T) {
 				if nativeHalf {
 					t.Error("the classic server has a native TTFT histogram")
 				}
-				lo, hi := classicBucket(prom.TTFTBuckets, p95)
+				lo, hi := classicBucket(loadmetrics.TTFTBuckets, p95)
 				if got < lo*(1-classicSlack) || got > hi*(1+classicSlack) {
 					t.Errorf("TTFT p95 from the final classic buckets %.2f ms, outside the bucket (%g, %g] s that holds result.json's %.2f ms",
 						got*1000, lo, hi, p95ms)
 				}
-				wlo, whi := neighbours(prom.TTFTBuckets, p95)
+				wlo, whi := neighbours(loadmetrics.TTFTBuckets, p95)
 				if gotDash < wlo*(1-classicSlack) || gotDash > whi*(1+classicSlack) {
 					t.Errorf("TTFT p95 from the dashboard's query %.2f ms, outside (%g, %g] s, the bucket that holds result.json's %.2f ms and its neighbours",
 						gotDash*1000, wlo, whi, p95ms)

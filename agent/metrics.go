@@ -3,7 +3,7 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -17,16 +17,16 @@ type metrics struct {
 	pending   prometheus.Gauge
 	streams   prometheus.Gauge
 	sessions  prometheus.Gauge
-	lag       *prom.Histogram
+	lag       *loadmetrics.Histogram
 }
 
 // newMetrics creates the agent's metrics and registers them with reg
 // (nil: created, not exported).
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	lag, err := prom.NewHistogram(prom.HistogramOpts{
+	lag, err := loadmetrics.NewHistogram(loadmetrics.HistogramOpts{
 		Name:    "fleetbench_agent_schedule_lag_seconds",
 		Help:    "Schedule lag of this agent's requests (actual send time - intended send time), every phase: how far it falls behind.",
-		Buckets: prom.LagBuckets,
+		Buckets: loadmetrics.LagBuckets,
 	})
 	if err != nil {
 		return nil, err

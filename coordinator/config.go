@@ -201,7 +201,7 @@ type Config struct {
 	// the new end whenever that end moves: a drain earlier than planned
 	// (an interrupt, every agent out of conversations) or a window added
 	// under PolicyRerun. Something that must read the server over exactly
-	// the measured time (pkg/scrape) follows it. It must return quickly.
+	// the measured time (pkg/servermetrics) follows it. It must return quickly.
 	OnMeasureSpan func(stage int, start, end time.Time)
 }
 

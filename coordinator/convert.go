@@ -8,10 +8,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/fleetbench/fleetbench/gen/fleetbench/coordinator/v1"
+	"github.com/fleetbench/fleetbench/internal/wire"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/wire"
 )
 
 // Conversion between the generated protocol types and the domain types.

@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 )
 
 // Errors returned to agents at join; the edge maps them to status codes.
@@ -49,7 +49,7 @@ type Coordinator struct {
 	events  chan event
 	done    chan struct{} // closed when Run's loop has ended
 	reg     prometheus.Registerer
-	live    prom.Sink
+	live    loadmetrics.Sink
 	metrics *metrics
 	ran     sync.Once
 	conns   sync.WaitGroup // stream goroutines of the edge
@@ -64,7 +64,7 @@ func WithClock(now func() time.Time) Option { return func(c *Coordinator) { c.no
 // WithRegisterer registers the coordinator's metrics with reg: its own
 // workings (agents connected, reports applied and duplicate, windows
 // closed, late requests, agents lost, the last measured window's TTFT) and
-// the fleet's load merged from every report the windows merge (pkg/prom's
+// the fleet's load merged from every report the windows merge (pkg/loadmetrics's
 // Load: requests, tokens, latency histograms by mode, level and phase).
 // Without it they are kept but not exported. A registry takes one
 // coordinator's metrics.
@@ -74,7 +74,7 @@ func WithRegisterer(reg prometheus.Registerer) Option { return func(c *Coordinat
 // metrics get, from Run's loop: each report merged, under its window's
 // mode, level and phase, the stage, its target and the sessions in flight.
 // live must return quickly.
-func WithLive(live prom.Sink) Option { return func(c *Coordinator) { c.live = live } }
+func WithLive(live loadmetrics.Sink) Option { return func(c *Coordinator) { c.live = live } }
 
 // New validates cfg and returns a coordinator. logger may be nil.
 func New(cfg Config, logger hclog.Logger, opts ...Option) (*Coordinator, error) {

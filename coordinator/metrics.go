@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -19,12 +19,12 @@ import (
 type metrics struct {
 	// load takes the stage, target and in-flight figures, for both
 	// promLoad and live.
-	load prom.Sink
+	load loadmetrics.Sink
 	// promLoad gets each report's counters, and the latency histograms of
 	// the open windows every publishEvery (see publish); live, the live
 	// view's feed, gets each report whole.
-	promLoad         *prom.Load
-	live             prom.Sink
+	promLoad         *loadmetrics.Load
+	live             loadmetrics.Sink
 	lastPublish      time.Time
 	agents           prometheus.Gauge
 	reportsApplied   prometheus.Counter
@@ -39,13 +39,13 @@ type metrics struct {
 
 // newMetrics creates the collectors and registers them with reg (nil:
 // they are created but not exported).
-func newMetrics(reg prometheus.Registerer, live prom.Sink) (*metrics, error) {
-	load, err := prom.NewLoad(reg)
+func newMetrics(reg prometheus.Registerer, live loadmetrics.Sink) (*metrics, error) {
+	load, err := loadmetrics.NewLoad(reg)
 	if err != nil {
 		return nil, err
 	}
 	m := &metrics{
-		load:     prom.Tee(load, live),
+		load:     loadmetrics.Tee(load, live),
 		promLoad: load,
 		live:     live,
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -159,10 +159,10 @@ func (m *metrics) windowClosed(w *window) {
 
 // loadLabels are the labels, in the load metrics, of the data of a
 // window of kind at level in mode.
-func loadLabels(kind Kind, mode string, level int) prom.Labels {
-	phase := prom.PhaseMeasure
+func loadLabels(kind Kind, mode string, level int) loadmetrics.Labels {
+	phase := loadmetrics.PhaseMeasure
 	if kind == KindWarmup {
-		phase = prom.PhaseWarmup
+		phase = loadmetrics.PhaseWarmup
 	}
-	return prom.Labels{Mode: mode, Level: level, Phase: phase}
+	return loadmetrics.Labels{Mode: mode, Level: level, Phase: phase}
 }

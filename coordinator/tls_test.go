@@ -11,7 +11,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
-	"github.com/fleetbench/fleetbench/pkg/testcert"
+	"github.com/fleetbench/fleetbench/internal/testutil/testcert"
 )
 
 func TestTLS(t *testing.T) {

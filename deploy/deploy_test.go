@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/kubeswitch"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
+	"github.com/fleetbench/fleetbench/pkg/sweep/kubeswitch"
 )
 
 // wantImage is the coordinator image the base sets.

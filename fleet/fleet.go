@@ -19,7 +19,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -74,7 +74,7 @@ type Config struct {
 	// and RunConfig's agent run read over each stage's measured time, in
 	// this process (empty Endpoints: none; coordinator.Config's
 	// OnMeasureSpan drives it). Run itself does not read them.
-	Scrape scrape.Config
+	Scrape servermetrics.Config
 	// Registerer, when set, takes the coordinator's metrics and, each
 	// under an "agent" label of its id, the local agents'.
 	Registerer prometheus.Registerer

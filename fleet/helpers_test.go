@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/fleetbench/fleetbench/pkg/testserve"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 )
 
 const testAPIKey = testserve.APIKey

@@ -14,11 +14,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/internal/progress"
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
-	"github.com/fleetbench/fleetbench/pkg/progress"
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
@@ -208,16 +208,16 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if !c.SLO.IsZero() {
 		rec.SetGood(c.SLO.Good)
 	}
-	var sink prom.Sink
+	var sink loadmetrics.Sink
 	if c.Registerer != nil {
-		ld, err := prom.NewLoad(c.Registerer)
+		ld, err := loadmetrics.NewLoad(c.Registerer)
 		if err != nil {
 			return nil, err
 		}
 		sink = ld
 	}
 	if c.Live != nil && c.Live.Feed != nil {
-		sink = prom.Tee(sink, c.Live.Feed)
+		sink = loadmetrics.Tee(sink, c.Live.Feed)
 	}
 	// The level asked for: the closed loop's sessions (0 in the open loop).
 	level := c.Load.Concurrency

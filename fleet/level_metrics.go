@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fleetbench/fleetbench/pkg/load"
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -25,22 +25,22 @@ const MetricsInterval = time.Second
 // use.
 type meter struct {
 	rec    *record.Recorder
-	load   prom.Sink // nil without metrics or a live view
+	load   loadmetrics.Sink // nil without metrics or a live view
 	logger hclog.Logger
-	labels func(window uint32) prom.Labels
+	labels func(window uint32) loadmetrics.Labels
 
 	mu  sync.Mutex
 	acc map[uint32]*record.Window
 }
 
-func newMeter(rec *record.Recorder, ld prom.Sink, logger hclog.Logger, mode string, level int) *meter {
+func newMeter(rec *record.Recorder, ld loadmetrics.Sink, logger hclog.Logger, mode string, level int) *meter {
 	return &meter{
 		rec: rec, load: ld, logger: logger, acc: make(map[uint32]*record.Window),
-		labels: func(w uint32) prom.Labels {
+		labels: func(w uint32) loadmetrics.Labels {
 			if w == windowWarmUp {
-				return prom.Labels{Mode: mode, Level: level, Phase: prom.PhaseWarmup}
+				return loadmetrics.Labels{Mode: mode, Level: level, Phase: loadmetrics.PhaseWarmup}
 			}
-			return prom.Labels{Mode: mode, Level: level, Phase: prom.PhaseMeasure}
+			return loadmetrics.Labels{Mode: mode, Level: level, Phase: loadmetrics.PhaseMeasure}
 		},
 	}
 }

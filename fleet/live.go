@@ -6,9 +6,9 @@ import (
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 	"github.com/fleetbench/fleetbench/pkg/ui"
 )
 
@@ -73,15 +73,15 @@ const (
 
 // serverSoFar shows the server-side KV hit rate of w, the measured window
 // being run, so far. Safe on a nil Live.
-func (l *Live) serverSoFar(w *scrape.Window) { l.serverHitRate(ServerHitRateSoFar, w) }
+func (l *Live) serverSoFar(w *servermetrics.Window) { l.serverHitRate(ServerHitRateSoFar, w) }
 
 // serverWindow shows the server-side KV hit rate of w, a measured
 // window's server metrics read whole. Safe on a nil Live.
-func (l *Live) serverWindow(w *scrape.Window) { l.serverHitRate(ServerHitRateLabel, w) }
+func (l *Live) serverWindow(w *servermetrics.Window) { l.serverHitRate(ServerHitRateLabel, w) }
 
 // serverHitRate shows w's server-side hit rate under label; a window
 // without one (no such metric, no traffic yet) leaves the last shown.
-func (l *Live) serverHitRate(label string, w *scrape.Window) {
+func (l *Live) serverHitRate(label string, w *servermetrics.Window) {
 	if l == nil || l.Feed == nil || w == nil || w.Total.HitRate == nil {
 		return
 	}
@@ -114,7 +114,7 @@ func (l *Live) attach(c ui.Controller) (detach func()) {
 
 // sweepView is the dashboard's view of a sweep's status at now, with the
 // terminal's status line.
-func sweepView(s sweeprun.Status, now time.Time, line string) *ui.Sweep {
+func sweepView(s runner.Status, now time.Time, line string) *ui.Sweep {
 	st := s.Step
 	elapsed := max(now.Sub(s.Started), 0)
 	v := &ui.Sweep{Mode: st.Mode, Level: st.Level, Run: st.Run, Done: s.Done, Total: s.Total, Line: line}
@@ -143,7 +143,7 @@ func sweepView(s sweeprun.Status, now time.Time, line string) *ui.Sweep {
 	case sweep.StepCooldown:
 		v.Phase = "cooldown"
 		left = max(st.Duration-elapsed, 0)
-	case sweeprun.StepDone:
+	case runner.StepDone:
 		v.Phase = "done"
 	}
 	v.StepLeft, v.SweepLeft = left.Seconds(), (left + s.After).Seconds()

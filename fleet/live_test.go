@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/ui"
 )
@@ -130,7 +130,7 @@ func TestLiveServerHitRate(t *testing.T) {
 	cfg.Load.Concurrency = 8
 	cfg.Warmup, cfg.Duration = 500*time.Millisecond, 3*time.Second
 	cfg.Agents = 2
-	cfg.Scrape = scrape.Config{Endpoints: []string{scrape.SimEndpoint}, Interval: 500 * time.Millisecond}
+	cfg.Scrape = servermetrics.Config{Endpoints: []string{servermetrics.SimEndpoint}, Interval: 500 * time.Millisecond}
 	cfg.Live = &Live{Feed: feed}
 	var out, errb bytes.Buffer
 	done := make(chan error, 1)
@@ -196,7 +196,7 @@ func TestAgentsScrapeInterrupted(t *testing.T) {
 	cfg.Workload.MaxTokens, cfg.Workload.PromptTokens = 32, 500
 	cfg.Warmup, cfg.Duration = 300*time.Millisecond, time.Minute
 	cfg.Agents = 2
-	cfg.Scrape = scrape.Config{Endpoints: []string{scrape.SimEndpoint}, Interval: 500 * time.Millisecond}
+	cfg.Scrape = servermetrics.Config{Endpoints: []string{servermetrics.SimEndpoint}, Interval: 500 * time.Millisecond}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	time.AfterFunc(2500*time.Millisecond, cancel)

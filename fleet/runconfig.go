@@ -12,7 +12,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/result"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 
@@ -80,10 +80,10 @@ type RunConfig struct {
 	SkipPreflight bool
 	// Scrape names the serving stack's /metrics endpoints read at the
 	// start and end of the measurement (empty Endpoints: none);
-	// scrape.SimEndpoint is the in-process simulator's.
-	Scrape scrape.Config
+	// servermetrics.SimEndpoint is the in-process simulator's.
+	Scrape servermetrics.Config
 	// Registerer, when set, takes the run's Prometheus metrics: the load
-	// (pkg/prom) from the engine's recorder every MetricsInterval, or
+	// (pkg/loadmetrics) from the engine's recorder every MetricsInterval, or
 	// with Agents the coordinator's and the agents' metrics.
 	Registerer prometheus.Registerer
 	// Live, when set, is the live dashboard: fed the same load as the

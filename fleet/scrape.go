@@ -11,16 +11,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
-// spanScraper is what serverScrape needs of a *scrape.Scraper.
+// spanScraper is what serverScrape needs of a *servermetrics.Scraper.
 type spanScraper interface {
 	Begin(ctx context.Context)
-	End(ctx context.Context) (scrape.Window, error)
+	End(ctx context.Context) (servermetrics.Window, error)
 }
 
-var _ spanScraper = (*scrape.Scraper)(nil)
+var _ spanScraper = (*servermetrics.Scraper)(nil)
 
 // span is the measured time of one stage: [start, end).
 type span struct {
@@ -48,14 +48,14 @@ type serverScrape struct {
 	measuring bool
 
 	mu      sync.Mutex
-	results map[int]chan *scrape.Window
+	results map[int]chan *servermetrics.Window
 }
 
 // newServerScrape returns a serverScrape of s; run must be started.
 func newServerScrape(s spanScraper, logger hclog.Logger) *serverScrape {
 	return &serverScrape{
 		s: s, logger: logger, spans: make(chan span, 16), done: make(chan struct{}),
-		results: map[int]chan *scrape.Window{},
+		results: map[int]chan *servermetrics.Window{},
 	}
 }
 
@@ -71,12 +71,12 @@ func (d *serverScrape) schedule(stage int, start, end time.Time) {
 }
 
 // slot is the channel stage's window is delivered on (buffered, one).
-func (d *serverScrape) slot(stage int) chan *scrape.Window {
+func (d *serverScrape) slot(stage int) chan *servermetrics.Window {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.results[stage]
 	if c == nil {
-		c = make(chan *scrape.Window, 1)
+		c = make(chan *servermetrics.Window, 1)
 		d.results[stage] = c
 	}
 	return c
@@ -84,7 +84,7 @@ func (d *serverScrape) slot(stage int) chan *scrape.Window {
 
 // result waits for stage's window: nil when it could not be read, when
 // run has ended without it, or when ctx ends first.
-func (d *serverScrape) result(ctx context.Context, stage int) *scrape.Window {
+func (d *serverScrape) result(ctx context.Context, stage int) *servermetrics.Window {
 	select {
 	case w := <-d.slot(stage):
 		return w
@@ -127,9 +127,9 @@ func (d *serverScrape) run(ctx context.Context) {
 	finish := func() {
 		d.setMeasuring(false)
 		w, err := d.s.End(ctx)
-		var out *scrape.Window
+		var out *servermetrics.Window
 		switch {
-		case errors.Is(err, scrape.ErrNoWindow):
+		case errors.Is(err, servermetrics.ErrNoWindow):
 		case err != nil:
 			d.logger.Warn("server metrics: window not read", "stage", cur.stage, "error", err)
 		default:
@@ -183,8 +183,8 @@ func (d *serverScrape) setMeasuring(on bool) {
 }
 
 // progress shows w, the scraper's open window so far, when it is a
-// measured one (scrape.WithProgress, from the scraper's Run).
-func (d *serverScrape) progress(w *scrape.Window) {
+// measured one (servermetrics.WithProgress, from the scraper's Run).
+func (d *serverScrape) progress(w *servermetrics.Window) {
 	d.liveMu.Lock()
 	defer d.liveMu.Unlock()
 	if d.measuring {
@@ -197,12 +197,12 @@ func (d *serverScrape) progress(w *scrape.Window) {
 // live view, each measured window is shown there as it goes (every
 // cfg.Interval) and when it ends. stop ends its goroutines and waits for
 // them.
-func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logger, live *Live) (_ *serverScrape, stop func(), err error) {
+func startServerScrape(ctx context.Context, cfg servermetrics.Config, logger hclog.Logger, live *Live) (_ *serverScrape, stop func(), err error) {
 	if len(cfg.Endpoints) == 0 && cfg.Pods == nil {
 		return nil, func() {}, nil
 	}
 	logger = logger.Named("scrape")
-	var opts []scrape.Option
+	var opts []servermetrics.Option
 	if cfg.Pods != nil {
 		// Serving pods are found through the API server: the in-cluster
 		// config, or $KUBECONFIG outside a cluster.
@@ -217,13 +217,13 @@ func startServerScrape(ctx context.Context, cfg scrape.Config, logger hclog.Logg
 		p := *cfg.Pods
 		p.Namespace = ns
 		cfg.Pods = &p
-		opts = append(opts, scrape.WithKubernetes(cs))
+		opts = append(opts, servermetrics.WithKubernetes(cs))
 	}
 	var d *serverScrape // set before the scraper runs
 	if live != nil && live.Feed != nil {
-		opts = append(opts, scrape.WithProgress(func(w scrape.Window) { d.progress(&w) }))
+		opts = append(opts, servermetrics.WithProgress(func(w servermetrics.Window) { d.progress(&w) }))
 	}
-	s, err := scrape.New(cfg, logger, opts...)
+	s, err := servermetrics.New(cfg, logger, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // fakeScraper records when Begin and End were called; End returns a
@@ -27,14 +27,14 @@ func (f *fakeScraper) Begin(context.Context) {
 	f.calls = append(f.calls, "begin")
 }
 
-func (f *fakeScraper) End(context.Context) (scrape.Window, error) {
+func (f *fakeScraper) End(context.Context) (servermetrics.Window, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "end")
 	if f.begin.IsZero() {
-		return scrape.Window{}, scrape.ErrNoWindow
+		return servermetrics.Window{}, servermetrics.ErrNoWindow
 	}
-	return scrape.Window{Start: f.begin, End: time.Now()}, nil
+	return servermetrics.Window{Start: f.begin, End: time.Now()}, nil
 }
 
 // TestServerScrapeFollowsSpans checks that each stage's window is read

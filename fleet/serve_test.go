@@ -10,7 +10,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/agent"
 	"github.com/fleetbench/fleetbench/coordinator"
-	"github.com/fleetbench/fleetbench/pkg/testserve"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
 

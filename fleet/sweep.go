@@ -12,15 +12,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetbench/fleetbench/coordinator"
+	"github.com/fleetbench/fleetbench/internal/progress"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
-	"github.com/fleetbench/fleetbench/pkg/progress"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/sweep"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 	"github.com/fleetbench/fleetbench/pkg/ui"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
@@ -82,15 +82,15 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 		keyRequired = ready.KeyRequired(ctx, spec.ClientConfig())
 	}
 	if fresh {
-		if err := sweeprun.CheckFresh(spec.Output); err != nil {
+		if err := runner.CheckFresh(spec.Output); err != nil {
 			return err
 		}
-		id = sweeprun.NewID(time.Now())
+		id = runner.NewID(time.Now())
 		s := *spec
 		if simCfg != nil {
 			s.Target = "" // a resumed sweep starts a simulator of its own
 		}
-		if err := sweeprun.WriteSpec(spec.Output, &s); err != nil {
+		if err := runner.WriteSpec(spec.Output, &s); err != nil {
 			return err
 		}
 	}
@@ -128,13 +128,13 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	remote *Remote, keyRequired bool) error {
 	logger = logger.Named("sweep")
 	reg := cfg.Registerer
-	sm, err := sweeprun.NewMetrics(reg)
+	sm, err := runner.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	live := sweeprun.NewLive(sweeprun.DefaultLiveSpan)
-	display := sweeprun.NewDisplay(cfg.Stderr, progress.IsTerminal(cfg.Stderr), logger, live)
+	live := runner.NewLive(runner.DefaultLiveSpan)
+	display := runner.NewDisplay(cfg.Stderr, progress.IsTerminal(cfg.Stderr), logger, live)
 	if r, ok := logger.(hclog.OutputResettable); ok && display.LogOutput() != cfg.Stderr {
 		// On a terminal, log lines go above the status line. Only this
 		// sub-logger (and those made from it) changes; the root keeps
@@ -161,7 +161,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	if err != nil {
 		return err
 	}
-	var gate sweeprun.Gate
+	var gate runner.Gate
 	if !spec.Readiness.Skip {
 		g, err := ready.New(spec.ReadyConfig(), logger)
 		if err != nil {
@@ -178,7 +178,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	if err != nil {
 		return err
 	}
-	facts := sweeprun.Facts(spec, id, src.Name(), cfg.Version)
+	facts := runner.Facts(spec, id, src.Name(), cfg.Version)
 	w, err := report.NewWriter(spec.Output, facts)
 	if err != nil {
 		return err
@@ -207,9 +207,9 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		fc.Live = &Live{Feed: cfg.Live.Feed}
 		var (
 			mu     sync.Mutex
-			latest *sweeprun.Status
+			latest *runner.Status
 		)
-		onStatus = func(s sweeprun.Status) {
+		onStatus = func(s runner.Status) {
 			display.Update(s)
 			mu.Lock()
 			latest = &s
@@ -225,7 +225,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		})
 	}
 	fl := NewSweeper(Quiet(logger.Named("fleet")), fc, sm)
-	r, err := sweeprun.New(sweeprun.Config{
+	r, err := runner.New(runner.Config{
 		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
 		Restore: restore, OnStatus: onStatus, Logger: logger,
 	})
@@ -252,7 +252,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		fmt.Fprintf(cfg.Stdout, "Resume with: fleetbench sweep --resume %s\n", spec.Output)
 		return runErr
 	}
-	rendered, err := sweeprun.Render(spec.Output, facts)
+	rendered, err := runner.Render(spec.Output, facts)
 	if err != nil {
 		return err
 	}
@@ -311,7 +311,7 @@ func judgePoints(w io.Writer, points []report.Point, spec *sweep.Spec, workloadN
 }
 
 // printSweepSummary prints where the results are and the SLA headline.
-func printSweepSummary(out io.Writer, res *sweeprun.Result, r *report.Rendered, simCfg *sweep.Sim, tsv string, took time.Duration) {
+func printSweepSummary(out io.Writer, res *runner.Result, r *report.Rendered, simCfg *sweep.Sim, tsv string, took time.Duration) {
 	restored := ""
 	switch {
 	case res.Restored:

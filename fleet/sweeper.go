@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fleetbench/fleetbench/coordinator"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
-	"github.com/fleetbench/fleetbench/pkg/sweeprun"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
+	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 )
 
 // Sweeper runs a whole sweep on one fleet: one coordinator run whose
@@ -24,19 +24,19 @@ import (
 type Sweeper struct {
 	logger  hclog.Logger
 	cfg     Config
-	metrics *sweeprun.Metrics
+	metrics *runner.Metrics
 }
 
-var _ sweeprun.Fleet = (*Sweeper)(nil)
+var _ runner.Fleet = (*Sweeper)(nil)
 
 // NewSweeper returns a Sweeper of the fleet cfg (its Stages and hooks are
 // the Sweeper's to set) that reports its level and points to metrics.
-func NewSweeper(logger hclog.Logger, cfg Config, metrics *sweeprun.Metrics) *Sweeper {
+func NewSweeper(logger hclog.Logger, cfg Config, metrics *runner.Metrics) *Sweeper {
 	return &Sweeper{logger: logger, cfg: cfg, metrics: metrics}
 }
 
 // Run runs levels on one coordinator run.
-func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.Hooks) error {
+func (f *Sweeper) Run(ctx context.Context, levels []runner.Level, h runner.Hooks) error {
 	cfg := f.cfg
 	cfg.Stages = make([]coordinator.Stage, len(levels))
 	for i, l := range levels {
@@ -92,7 +92,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 			return err
 		}
 		notes := AgentNotes(st.Agents)
-		var server *scrape.Window
+		var server *servermetrics.Window
 		if ss != nil {
 			server = ss.result(ctx, st.Index)
 		}
@@ -101,7 +101,7 @@ func (f *Sweeper) Run(ctx context.Context, levels []sweeprun.Level, h sweeprun.H
 			// the sweep with what the agents said.
 			return fmt.Errorf("%w%s", ErrNothingMeasured, notesSuffix(notes))
 		}
-		if err := h.Done(st.Index, &sweeprun.Measurement{
+		if err := h.Done(st.Index, &runner.Measurement{
 			Window: sm.Window, Snapshots: sm.Snapshots, Start: sm.Start, End: sm.End,
 			Coverage: sm.Coverage, Degraded: st.Degraded, StartSkew: st.StartSkew, Agents: sm.Agents,
 			AgentNotes: notes, Server: server,

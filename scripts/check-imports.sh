@@ -26,8 +26,8 @@ check ./coordinator/... agent "coordinator and agent are independent"
 check ./agent/... coordinator "coordinator and agent are independent"
 check ./coordinator/... fleet "fleet is built on the coordinator, not the other way round"
 check ./agent/... fleet "fleet is built on the agent, not the other way round"
-for p in $(go list ./pkg/...); do
-	check "$p" fleet "pkg/ packages stand below fleet"
+for p in $(go list ./pkg/... ./internal/...); do
+	check "$p" fleet "pkg/ and internal/ packages stand below fleet"
 done
 
 # fleet/ is the one package that wires a coordinator to agents: no other
@@ -62,7 +62,7 @@ for p in client record load workload result hdr sse; do
 done
 
 # Generated code stops at the gRPC edge: only files named *grpc*.go, *server*.go,
-# *conn*.go or *convert*.go in coordinator/, agent/ and pkg/wire (the workload's
+# *conn*.go or *convert*.go in coordinator/, agent/ and internal/wire (the workload's
 # one wire conversion) may import it; fleet/, pkg/ and package main never do.
 gen="$mod/gen/"
 while IFS= read -r f; do
@@ -70,6 +70,6 @@ while IFS= read -r f; do
 	*grpc*.go | *server*.go | *conn*.go | *convert*.go | *_test.go) ;;
 	*) echo "import boundary: $f imports generated protobuf code; convert at the edge"; fail=1 ;;
 	esac
-done < <(grep -l "\"$gen" $(git ls-files 'coordinator/*.go' 'agent/*.go' 'fleet/*.go' 'pkg/*.go' '*.go' 2>/dev/null; ls coordinator/*.go agent/*.go fleet/*.go pkg/*/*.go ./*.go 2>/dev/null) 2>/dev/null | sort -u | grep -v -e '^gen/' -e '^pkg/wire/')
+done < <(grep -l "\"$gen" $(git ls-files 'coordinator/*.go' 'agent/*.go' 'fleet/*.go' 'pkg/*.go' 'internal/*.go' '*.go' 2>/dev/null; ls coordinator/*.go agent/*.go fleet/*.go pkg/*/*.go internal/*/*.go ./*.go 2>/dev/null) 2>/dev/null | sort -u | grep -v -e '^gen/' -e '^internal/wire/')
 
 exit $fail

@@ -1,5 +1,5 @@
 // Command image builds fleetbench's OCI image without a Docker daemon
-// (pkg/image): it writes an OCI image layout and, with --push, pushes the
+// (internal/image): it writes an OCI image layout and, with --push, pushes the
 // multi-platform index to a registry. `make image` runs it with a static
 // binary per platform; see deploy/README.md.
 package main
@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fleetbench/fleetbench/pkg/image"
+	"github.com/fleetbench/fleetbench/internal/image"
 )
 
 // binaries is the repeatable --binary os/arch=path flag.

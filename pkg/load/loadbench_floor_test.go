@@ -15,7 +15,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 
-	"github.com/fleetbench/fleetbench/pkg/testserve"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 )
 
 // benchFloor is the least a Go client can do against the same server: one

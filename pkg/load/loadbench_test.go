@@ -19,7 +19,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/record"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 
-	"github.com/fleetbench/fleetbench/pkg/testserve"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 )
 
 // benchSource is a document-chat-like workload: a 12 KB system prompt

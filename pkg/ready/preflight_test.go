@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 	"github.com/fleetbench/fleetbench/pkg/client"
-	"github.com/fleetbench/fleetbench/pkg/testserve"
 )
 
 // preflightServer answers /v1/models with models (404 when nil), refuses

@@ -27,7 +27,7 @@ type BaselineMode struct {
 	// measured (the sweep's goodput objectives).
 	GoodputRPS       *float64 `json:"goodput_rps,omitempty"`
 	SLOAttainmentPct *float64 `json:"slo_attainment_pct,omitempty"`
-	// The server-side figures (pkg/scrape), present only when measured:
+	// The server-side figures (pkg/servermetrics), present only when measured:
 	// rates and KV usage in percent, as hit_rate_pct.
 	ServerHitRatePct  *float64 `json:"server_hit_rate_pct,omitempty"`
 	QueueMean         *float64 `json:"queue_mean,omitempty"`

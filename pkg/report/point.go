@@ -14,7 +14,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // File names inside a point's directory.
@@ -67,7 +67,7 @@ type pointJSON struct {
 	SLO          string                       `json:"slo,omitempty"`
 	Workers      map[string]record.WorkerStat `json:"workers,omitempty"`
 	AgentNotes   []string                     `json:"agent_notes,omitempty"`
-	Server       *scrape.Window               `json:"server,omitempty"`
+	Server       *servermetrics.Window        `json:"server,omitempty"`
 }
 
 // errorJSON is one of a window's distinct failures (record.ErrorStat).

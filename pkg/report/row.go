@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // Row is one TSV row: the figures of one (run, mode, level). Latencies are
@@ -44,7 +44,7 @@ type Row struct {
 	// requests sent (0–1); nil when goodput was not measured (no SLO, or a
 	// TSV without the columns): an empty cell, never 0.
 	Goodput, SLOAttainment *float64
-	// The server's own figures over the measured time (pkg/scrape), nil
+	// The server's own figures over the measured time (pkg/servermetrics), nil
 	// when not measured (not scraped, no such metric, no TSV column): an
 	// empty cell, never 0. ServerHitRate and SpecAcceptRate are 0–1
 	// fractions, KVUsageMax too; WorkerSkew is max ÷ mean requests per
@@ -116,7 +116,7 @@ func RowOf(p *Point) Row {
 	r.E2EP50, r.E2EP95, r.E2EP99 = sec(e2e.P50), sec(e2e.P95), sec(e2e.P99)
 	r.Turn1HitRate, r.LaterHitRate = turnHitRates(w)
 	setServer(&r, p.Server)
-	if b := scrape.ClientBalance(w.Workers); b.RequestSkew != nil {
+	if b := servermetrics.ClientBalance(w.Workers); b.RequestSkew != nil {
 		// The responses named their workers: exact per request, where
 		// the server's counters give it per endpoint.
 		r.WorkerSkew = b.RequestSkew
@@ -135,7 +135,7 @@ func RowOf(p *Point) Row {
 
 // setServer copies the server-side figures of w into r; nothing when w is
 // nil (not scraped).
-func setServer(r *Row, w *scrape.Window) {
+func setServer(r *Row, w *servermetrics.Window) {
 	if w == nil {
 		return
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 func fptr(v float64) *float64 { return &v }
@@ -78,12 +78,12 @@ func TestServerFigures(t *testing.T) {
 	s := goldenSweep()
 	for i := range s.Points {
 		p := &s.Points[i]
-		p.Server = &scrape.Window{
+		p.Server = &servermetrics.Window{
 			Start: p.MeasureStart, End: p.MeasureEnd,
-			Total: scrape.Figures{HitRate: fptr(p.Window.HitRate()), QueueMean: fptr(1.5), QueueMax: fptr(4),
+			Total: servermetrics.Figures{HitRate: fptr(p.Window.HitRate()), QueueMean: fptr(1.5), QueueMax: fptr(4),
 				KVUsageMax: fptr(0.25), Preemptions: fptr(0)},
-			Endpoints: []scrape.EndpointWindow{{Endpoint: "http://sim/metrics"}},
-			Workers:   scrape.WorkerCounts{"w0": {Requests: 10}, "w1": {Requests: 30}},
+			Endpoints: []servermetrics.EndpointWindow{{Endpoint: "http://sim/metrics"}},
+			Workers:   servermetrics.WorkerCounts{"w0": {Requests: 10}, "w1": {Requests: 30}},
 		}
 		p.Server.Balance = p.Server.Workers.Balance()
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // Default SLA thresholds: TTFT p95 at or under DefaultSLA, and the fallback
@@ -68,9 +68,9 @@ type Point struct {
 	// was not measured.
 	SLO string
 	// Server is what the serving stack's own /metrics said over the
-	// measured time (pkg/scrape: server-side hit rate, queue, KV usage,
+	// measured time (pkg/servermetrics: server-side hit rate, queue, KV usage,
 	// worker balance); nil when it was not scraped.
-	Server *scrape.Window
+	Server *servermetrics.Window
 	// Row is a precomputed measurement, used only when Window is nil (points
 	// read back from TSV files). The sweep runner leaves it nil.
 	Row *Row

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // serverFigure is one server-side figure of a window, by its name in the
@@ -24,7 +24,7 @@ type serverFigure struct {
 // serverFigures are the server-side figures the block and result.json
 // carry: the sweep TSV's columns, then the running requests and the
 // server's own TTFT.
-func serverFigures(w *scrape.Window) []serverFigure {
+func serverFigures(w *servermetrics.Window) []serverFigure {
 	t := w.Total
 	ms := func(v *float64) *float64 {
 		if v == nil {
@@ -78,7 +78,7 @@ func (s *Summary) writeServer(b *blockWriter) {
 
 // serverFields are result.json's server-side keys: each figure (null
 // when not measured), the requests per worker and the endpoints not read.
-func serverFields(w *scrape.Window) []field {
+func serverFields(w *servermetrics.Window) []field {
 	var out []field
 	for _, f := range serverFigures(w) {
 		var v any

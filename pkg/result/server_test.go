@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 func ptr(v float64) *float64 { return &v }
@@ -44,9 +44,9 @@ func TestServerSection(t *testing.T) {
 		t.Error("result.json has server keys without a scrape")
 	}
 
-	s.Server = &scrape.Window{
-		Total:     scrape.Figures{HitRate: ptr(0.5), QueueMax: ptr(3), Preemptions: ptr(0)},
-		Endpoints: []scrape.EndpointWindow{{Endpoint: "http://a/metrics"}, {Endpoint: "http://b/metrics", Missing: "status 503"}},
+	s.Server = &servermetrics.Window{
+		Total:     servermetrics.Figures{HitRate: ptr(0.5), QueueMax: ptr(3), Preemptions: ptr(0)},
+		Endpoints: []servermetrics.EndpointWindow{{Endpoint: "http://a/metrics"}, {Endpoint: "http://b/metrics", Missing: "status 503"}},
 	}
 	var b bytes.Buffer
 	if err := WriteBlock(&b, s); err != nil {

@@ -34,7 +34,7 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // DefaultPercentiles is vLLM's --metric-percentiles default.
@@ -86,9 +86,9 @@ type Facts struct {
 	// lost or warned while the window was measured.
 	AgentNotes []string
 	// Server is what the serving stack's own /metrics said over the
-	// measured time (pkg/scrape); nil when it was not scraped, and then
+	// measured time (pkg/servermetrics); nil when it was not scraped, and then
 	// the block and result.json say nothing of it.
-	Server *scrape.Window
+	Server *servermetrics.Window
 	// Metadata are vLLM's --metadata KEY=VALUE pairs, saved as top-level
 	// keys of result.json after num_prompts, as vLLM saves them. A key must
 	// not be one of result.json's own (CheckMetadata).
@@ -186,7 +186,7 @@ type Summary struct {
 	// responses named (--worker-header), and Balance their skew and CV;
 	// nil and zero when no response named one.
 	Workers map[string]*record.WorkerStat
-	Balance scrape.Balance
+	Balance servermetrics.Balance
 
 	// KV cache reuse (client-side, from usage.prompt_tokens_details).
 	HitRate, HitRequestShare float64
@@ -286,7 +286,7 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		HitRate:                w.HitRate(),
 		HitRequestShare:        w.HitRequestShare(),
 		Workers:                w.Workers,
-		Balance:                scrape.ClientBalance(w.Workers),
+		Balance:                servermetrics.ClientBalance(w.Workers),
 		CachedTokens:           c.CachedTokens,
 		UsageMissing:           c.UsageMissing,
 		LateSends:              c.LateSends,

@@ -26,7 +26,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/pkg/openai"
 
-	"github.com/fleetbench/fleetbench/pkg/testserve"
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 )
 
 func cpuTime() time.Duration {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetbench/fleetbench/pkg/flags"
+	"github.com/fleetbench/fleetbench/internal/flags"
 )
 
 func parseString(v string) (string, error) { return v, nil }
@@ -89,7 +89,7 @@ func (v *specValue) Set(raw string) error {
 }
 
 // AddFlags registers a flag for every Spec setting on fs, bound to s: the
-// shared target, workload and load flags (pkg/flags, the same as `run`'s
+// shared target, workload and load flags (internal/flags, the same as `run`'s
 // and `coordinator`'s), then the sweep's own. s's current values are the
 // defaults shown, so bind a Default() spec. Concurrency levels are
 // --concurrency and the measured time --duration, as in every command;

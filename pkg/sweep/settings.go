@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetbench/fleetbench/pkg/flags"
-	"github.com/fleetbench/fleetbench/pkg/scrape"
+	"github.com/fleetbench/fleetbench/internal/flags"
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
 // Sim is the sweep file's `sim:` section: the built-in simulator the sweep
@@ -60,10 +60,10 @@ type Fleet struct {
 
 // Scrape is the sweep file's `scrape:` section: the serving stack's
 // /metrics endpoints read at the start and end of every level's measured
-// time (pkg/scrape), e.g. `scrape: {urls: [http://vllm:8000/metrics],
-// interval: 5s, timeout: 2s}`. Zero durations take pkg/scrape's defaults.
+// time (pkg/servermetrics), e.g. `scrape: {urls: [http://vllm:8000/metrics],
+// interval: 5s, timeout: 2s}`. Zero durations take pkg/servermetrics's defaults.
 type Scrape struct {
-	// URLs are the /metrics pages; scrape.SimEndpoint ("sim") stands for
+	// URLs are the /metrics pages; servermetrics.SimEndpoint ("sim") stands for
 	// the in-process simulator's.
 	URLs []string `json:"urls,omitempty"`
 	// Interval is how often gauges are sampled within a level.
@@ -72,15 +72,15 @@ type Scrape struct {
 	Timeout Duration `json:"timeout,omitempty"`
 	// Pods finds serving pods to read through the Kubernetes API, listed
 	// again every level: `pods: {selector: app=vllm, port: 8000}`.
-	Pods scrape.Pods `json:"pods,omitzero"`
+	Pods servermetrics.Pods `json:"pods,omitzero"`
 }
 
 // ScrapeConfig is the scraper's configuration of the spec's scrape
 // section, defaults applied; its Endpoints are empty when nothing is
-// scraped, and may name scrape.SimEndpoint (scrape.Config.ResolveSim).
-func (s *Spec) ScrapeConfig() scrape.Config {
-	c := scrape.Config{Endpoints: s.Scrape.URLs, Interval: s.Scrape.Interval.D(), Timeout: s.Scrape.Timeout.D()}.WithDefaults()
-	if s.Scrape.Pods != (scrape.Pods{}) {
+// scraped, and may name servermetrics.SimEndpoint (servermetrics.Config.ResolveSim).
+func (s *Spec) ScrapeConfig() servermetrics.Config {
+	c := servermetrics.Config{Endpoints: s.Scrape.URLs, Interval: s.Scrape.Interval.D(), Timeout: s.Scrape.Timeout.D()}.WithDefaults()
+	if s.Scrape.Pods != (servermetrics.Pods{}) {
 		p := s.Scrape.Pods
 		c.Pods = &p
 	}

@@ -3,7 +3,7 @@ package ui
 import (
 	"time"
 
-	"github.com/fleetbench/fleetbench/pkg/cpu"
+	"github.com/fleetbench/fleetbench/internal/cpu"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 

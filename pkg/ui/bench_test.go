@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -52,12 +52,12 @@ func BenchmarkLiveSecond(b *testing.B) {
 		reports[i] = w
 	}
 	reg := prometheus.NewRegistry()
-	load, err := prom.NewLoad(reg)
+	load, err := loadmetrics.NewLoad(reg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	feed := NewFeed()
-	lb := prom.Labels{Mode: "kv", Level: 3200, Phase: prom.PhaseMeasure}
+	lb := loadmetrics.Labels{Mode: "kv", Level: 3200, Phase: loadmetrics.PhaseMeasure}
 	feed.SetStage(lb, 3200)
 	load.Touch(lb)
 	now := time.Unix(1_700_000_000, 0)

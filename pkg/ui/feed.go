@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -64,7 +64,7 @@ type second struct {
 }
 
 // Feed is the live view of a run, fed the same calls as its Prometheus
-// load metrics (it is a prom.Sink: the coordinator's loop, or a single
+// load metrics (it is a loadmetrics.Sink: the coordinator's loop, or a single
 // engine's meter, hands it every merged report or drained interval), so
 // its figures come from the same HDR histograms as the results, merged,
 // never averaged. It keeps the last seconds compactly, the measurement
@@ -86,7 +86,7 @@ type Feed struct {
 	scratch  [nShown]*hdr.Histogram
 
 	running            bool
-	labels             prom.Labels
+	labels             loadmetrics.Labels
 	target, inFlight   int
 	windows            []*window // oldest first; the last may be open
 	errs               []ErrorLine
@@ -107,15 +107,15 @@ func NewFeed() *Feed {
 	return f
 }
 
-var _ prom.Sink = (*Feed)(nil)
+var _ loadmetrics.Sink = (*Feed)(nil)
 
-// Touch is part of prom.Sink; the feed needs nothing before data.
-func (f *Feed) Touch(prom.Labels) {}
+// Touch is part of loadmetrics.Sink; the feed needs nothing before data.
+func (f *Feed) Touch(loadmetrics.Labels) {}
 
 // Add adds a window's data (an agent's report, or a recorder's interval)
 // received now, under lb: to the current second, and for the measure
 // phase to the stage's measurement window.
-func (f *Feed) Add(w *record.Window, lb prom.Labels) {
+func (f *Feed) Add(w *record.Window, lb loadmetrics.Labels) {
 	if w == nil {
 		return
 	}
@@ -135,19 +135,19 @@ func (f *Feed) Add(w *record.Window, lb prom.Labels) {
 	for _, e := range w.TopErrors(0) {
 		f.noteError(e, now)
 	}
-	if lb.Phase == prom.PhaseMeasure {
+	if lb.Phase == loadmetrics.PhaseMeasure {
 		f.measureWindow(lb, now).add(w)
 	}
 }
 
 // SetStage records the level being run and its phase.
-func (f *Feed) SetStage(lb prom.Labels, target int) {
+func (f *Feed) SetStage(lb loadmetrics.Labels, target int) {
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.started(now.Unix())
 	f.running, f.labels, f.target = true, lb, target
-	if lb.Phase == prom.PhaseMeasure {
+	if lb.Phase == loadmetrics.PhaseMeasure {
 		f.measureWindow(lb, now)
 	}
 }
@@ -196,7 +196,7 @@ func (f *Feed) SetServerHitRate(label string, rate float64) {
 
 // measureWindow returns the measurement window of lb, starting one when
 // the last is closed or of another level; f.mu is held.
-func (f *Feed) measureWindow(lb prom.Labels, now time.Time) *window {
+func (f *Feed) measureWindow(lb loadmetrics.Labels, now time.Time) *window {
 	if n := len(f.windows); n > 0 {
 		last := f.windows[n-1]
 		if last.mode == lb.Mode && last.level == lb.Level && (!last.closed || !f.running) {
@@ -404,7 +404,7 @@ func (f *Feed) phase() string {
 	if !f.running {
 		return "idle"
 	}
-	if f.labels.Phase == prom.PhaseWarmup {
+	if f.labels.Phase == loadmetrics.PhaseWarmup {
 		return "warm-up"
 	}
 	return f.labels.Phase

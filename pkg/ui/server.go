@@ -27,7 +27,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fleetbench/fleetbench/pkg/cpu"
+	"github.com/fleetbench/fleetbench/internal/cpu"
 	"github.com/fleetbench/fleetbench/pkg/report"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -208,7 +208,7 @@ func TestFeedMergesNotAverages(t *testing.T) {
 	f := NewFeed()
 	now := time.Unix(1_700_000_000, 0)
 	f.now = func() time.Time { return now }
-	lb := prom.Labels{Mode: "kv", Level: 10, Phase: prom.PhaseMeasure}
+	lb := loadmetrics.Labels{Mode: "kv", Level: 10, Phase: loadmetrics.PhaseMeasure}
 	f.SetStage(lb, 10)
 	mk := func(ms ...int) *record.Window {
 		w := record.NewWindow(1, hdr.Default)

@@ -52,7 +52,7 @@ type Stage struct {
 	InFlight int `json:"in_flight"`
 }
 
-// Sweep is a sweep's progress (pkg/sweeprun's status).
+// Sweep is a sweep's progress (pkg/sweep/runner's status).
 type Sweep struct {
 	Mode  string `json:"mode"`
 	Level int    `json:"level"`

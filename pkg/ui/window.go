@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fleetbench/fleetbench/pkg/hdr"
-	"github.com/fleetbench/fleetbench/pkg/prom"
+	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
 	"github.com/fleetbench/fleetbench/pkg/record"
 )
 
@@ -23,7 +23,7 @@ type window struct {
 	fig           Figures
 }
 
-func newWindow(cfg hdr.Config, lb prom.Labels, now time.Time) *window {
+func newWindow(cfg hdr.Config, lb loadmetrics.Labels, now time.Time) *window {
 	w := &window{mode: lb.Mode, level: lb.Level, start: now, dirty: true}
 	for i := range w.hist {
 		w.hist[i] = cfg.New()

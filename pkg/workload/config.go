@@ -32,7 +32,7 @@ const (
 
 // Config is the workload: which conversations are sent, and how. It is the
 // one typed configuration every entry point decodes into: command flags
-// (pkg/flags), the sweep file's `workload:` section (YAML keys are the json
+// (internal/flags), the sweep file's `workload:` section (YAML keys are the json
 // tags) and the agents' assignment (the WorkloadSpec protobuf message), so
 // the same settings give the same conversations everywhere. Fields that do
 // not apply to Kind are ignored. A Config is a plain value, safe to copy.
