@@ -24,7 +24,7 @@ const maxScanDepth = 32
 // Key sets per object level, for the case-variant check: encoding/json
 // matches keys case-insensitively, so "Content" would fill Content.
 var (
-	chunkKeys   = newKeySet("object", "message", "type", "choices", "usage", "error")
+	chunkKeys   = newKeySet("object", "message", "type", "choices", "usage", "error", "code")
 	choiceKeys  = newKeySet("delta", "text", "finish_reason")
 	deltaKeys   = newKeySet("content", "reasoning_content", "reasoning")
 	usageKeys   = newKeySet("prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details")
@@ -102,7 +102,7 @@ func (c *wireChunk) scan(s *scanner) bool {
 			}
 			c.Usage = new(openai.Usage)
 			return s.usage(c.Usage)
-		default: // error, message, type: an error chunk, left to encoding/json
+		default: // error, message, type, code: an error chunk, left to encoding/json
 			return false
 		}
 	})

@@ -56,7 +56,7 @@ func FuzzChunkFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fast, slow wireChunk
 		var dec chunkDecoder
-		dirty := []byte(`{"object":"x","message":"m","type":"t","choices":[{"delta":{"content":"c","reasoning":"r"},"text":"t","finish_reason":"f"},{"text":"u"}],"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4}},"error":"e"}`)
+		dirty := []byte(`{"object":"x","message":"m","type":"t","choices":[{"delta":{"content":"c","reasoning":"r"},"text":"t","finish_reason":"f"},{"text":"u"}],"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4}},"error":"e","code":7}`)
 		for _, c := range []*wireChunk{&fast, &slow} {
 			if err := dec.decode(dirty, c); err != nil {
 				t.Fatal(err)
@@ -78,13 +78,13 @@ func FuzzChunkFastPath(f *testing.F) {
 // decodedChunk is a wireChunk with what Stream cannot tell apart made
 // equal: a nil and an empty Choices.
 type decodedChunk struct {
-	Object, Message, Type, Error string
+	Object, Message, Type, Error, Code string
 	Choices                      []wireChoice
 	Usage                        *openai.Usage
 }
 
 func normalize(c *wireChunk) decodedChunk {
-	d := decodedChunk{Object: string(c.Object), Message: c.Message, Type: c.Type, Error: string(c.Error), Usage: c.Usage}
+	d := decodedChunk{Object: string(c.Object), Message: c.Message, Type: c.Type, Error: string(c.Error), Code: string(c.Code), Usage: c.Usage}
 	if len(c.Choices) > 0 {
 		d.Choices = c.Choices
 	}

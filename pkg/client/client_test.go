@@ -219,8 +219,8 @@ func TestStreamFailures(t *testing.T) {
 			c.RequestTimeout = 150 * time.Millisecond
 		}, class: ClassTimeout, is: ErrRequestTimeout},
 		{name: "ten megabyte line", handler: longLine, class: ClassProtocol, is: sse.ErrLineTooLong},
-		{name: "error object", handler: writeEvents(chunk("a", ""), `data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}`+"\n\n", doneEvent), class: ClassProtocol, msg: "engine died"},
-		{name: "old error object", handler: writeEvents(`data: {"object":"error","message":"bad","type":"BadRequestError","code":400}` + "\n\n"), class: ClassProtocol, msg: "bad"},
+		{name: "error object", handler: writeEvents(chunk("a", ""), `data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}`+"\n\n", doneEvent), class: ClassHTTP5xx, msg: "engine died"},
+		{name: "old error object", handler: writeEvents(`data: {"object":"error","message":"bad","type":"BadRequestError","code":400}` + "\n\n"), class: ClassBadRequest, msg: "bad"},
 		{name: "error event", handler: writeEvents("event: error\ndata: upstream gone\n\n"), class: ClassProtocol, msg: "upstream gone"},
 		{name: "json not stream", handler: status(200, "application/json", `{"choices":[]}`), class: ClassProtocol, is: ErrNotStreamed},
 		{name: "cancelled", handler: hang(true), cancel: 50 * time.Millisecond, class: ClassCancelled, is: context.Canceled},

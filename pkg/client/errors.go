@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -162,16 +163,96 @@ func isProtocolError(err error) bool {
 // "error" object in a data event or as an event of type "error". A
 // StreamError is immutable once built and safe to share.
 type StreamError struct {
-	Type    string
+	Type string
+	// Code is the object's "code" as sent: a status number ("400") or a
+	// name ("rate_limit_exceeded"); empty when it had none.
+	Code    string
 	Message string
 }
 
 // Error implements error.
 func (e *StreamError) Error() string {
-	if e.Type == "" {
+	var about []string
+	if e.Type != "" {
+		about = append(about, e.Type)
+	}
+	if e.Code != "" {
+		about = append(about, "code "+e.Code)
+	}
+	if len(about) == 0 {
 		return "server error in stream: " + e.Message
 	}
-	return fmt.Sprintf("server error in stream (%s): %s", e.Type, e.Message)
+	return fmt.Sprintf("server error in stream (%s): %s", strings.Join(about, ", "), e.Message)
+}
+
+// Class is the class of the error: that of the HTTP status its code (or,
+// failing a numeric one, its code's or type's name) stands for, classed as
+// statusClass classes a response with that status; ClassProtocol when it
+// names none.
+func (e *StreamError) Class() Class {
+	if status := errorStatus(e.Code, e.Type); status != 0 {
+		return statusClass(status)
+	}
+	return ClassProtocol
+}
+
+// errorNameStatus maps the names servers give in-stream errors, as a code
+// (OpenAI: "rate_limit_exceeded") or a type (vLLM: the Python exception's,
+// "BadRequestError"), lower-cased, to the HTTP status they stand for.
+var errorNameStatus = map[string]int{
+	"badrequesterror":         http.StatusBadRequest,
+	"invalid_request_error":   http.StatusBadRequest,
+	"context_length_exceeded": http.StatusBadRequest,
+	"authenticationerror":     http.StatusUnauthorized,
+	"authentication_error":    http.StatusUnauthorized,
+	"invalid_api_key":         http.StatusUnauthorized,
+	"permissiondeniederror":   http.StatusForbidden,
+	"permission_error":        http.StatusForbidden,
+	"notfounderror":           http.StatusNotFound,
+	"not_found_error":         http.StatusNotFound,
+	"model_not_found":         http.StatusNotFound,
+	"ratelimiterror":          http.StatusTooManyRequests,
+	"rate_limit_error":        http.StatusTooManyRequests,
+	"rate_limit_exceeded":     http.StatusTooManyRequests,
+	"insufficient_quota":      http.StatusTooManyRequests,
+	"internalservererror":     http.StatusInternalServerError,
+	"server_error":            http.StatusInternalServerError,
+	"serviceunavailableerror": http.StatusServiceUnavailable,
+}
+
+// errorStatus is the HTTP status an in-stream error's code and type stand
+// for: the code when it is a number (or a numeric string) from 400 to 599,
+// else the status the code's name, then the type's, is known by; 0 when
+// neither says.
+func errorStatus(code, typ string) int {
+	if n, err := strconv.Atoi(code); err == nil {
+		if n >= 400 && n <= 599 {
+			return n
+		}
+		return 0
+	}
+	if s, ok := errorNameStatus[strings.ToLower(code)]; ok {
+		return s
+	}
+	return errorNameStatus[strings.ToLower(typ)]
+}
+
+// errorCode is an error object's raw "code" as text: a number's digits or
+// a string's value; empty for none, null or anything else.
+func errorCode(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return clean(s)
+	}
+	return ""
 }
 
 // errorMessage extracts a readable message from an error body: OpenAI and
@@ -219,11 +300,24 @@ func clean(s string) string {
 	}, s)
 	s = strings.TrimSpace(s)
 	if len(s) > maxErrorMessage {
-		cut := maxErrorMessage
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
+		s = cutWords(s, maxErrorMessage)
 	}
 	return s
+}
+
+// cutWords cuts s to at most n bytes (plus an ellipsis): at the last space
+// in the final quarter of the bound when there is one, so no word is
+// halved, else at a rune boundary.
+func cutWords(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	if sp := strings.LastIndexByte(s[:cut], ' '); sp >= n*3/4 {
+		cut = sp
+	}
+	return strings.TrimRight(s[:cut], " ,;:") + "..."
 }

@@ -19,12 +19,19 @@ import (
 // A server's error bodies as vLLM and OpenAI send them.
 const (
 	vllmContextLength = `{"object":"error","message":"This model's maximum context length is 1024 tokens. However, you requested 3013 tokens (2989 in the messages, 24 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`
-	vllmNoModel       = `{"object":"error","message":"The model ` + "`gpt-x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`
+	// vllmContextLengthDetail is the error object vLLM sends inside a 200
+	// stream whose prompt is too long.
+	vllmContextLengthMessage = "This model's maximum context length is 1024 tokens. However, you requested 3013 tokens (2989 in the messages, 24 in the completion). Please reduce the length of the messages or completion."
+	vllmContextLengthDetail  = `{"message":"` + vllmContextLengthMessage + `","type":"BadRequestError","param":null,"code":400}`
+	vllmNoModel              = `{"object":"error","message":"The model ` + "`gpt-x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`
 	// hostileSecret is a static header value the 401 server echoes back.
 	hostileSecret   = "azure-key-hostile-0123456789"
 	openAIBadKey    = `{"error":{"message":"Incorrect API key provided: ` + hostileSecret + `. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
 	openAIRateLimit = `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
 )
+
+// inStreamError is a data event carrying detail as its error object.
+func inStreamError(detail string) string { return `data: {"error":` + detail + "}\n\n" }
 
 // serve starts an httptest server for h and returns its URL.
 func serve(h http.Handler) func(*testing.T) string {
@@ -208,8 +215,31 @@ func TestHostileServers(t *testing.T) {
 		{name: "no done", server: serve(writeEvents(roleChunk(), chunk("a", ""))), class: ClassStreamCut, is: ErrTruncated, msg: "stream ended before [DONE]"},
 		{name: "invalid json chunk", server: serve(writeEvents(chunk("a", ""), "data: {\"choices\": [{\"delta\": nope}]}\n\n")), class: ClassProtocol, msg: "decode chunk"},
 		{name: "one megabyte line", server: serve(http.HandlerFunc(overLongLine)), class: ClassProtocol, is: sse.ErrLineTooLong, msg: "line"},
-		{name: "error object in stream", server: serve(writeEvents(chunk("a", ""), `data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}`+"\n\n")),
+		// A 200 stream carrying an error object is classed by the object's
+		// code as a response of that status would be, and keeps the
+		// server's whole message.
+		{name: "in-stream 400 context length", server: serve(writeEvents(inStreamError(vllmContextLengthDetail))),
+			class: ClassBadRequest, msg: "(BadRequestError, code 400)", serverMsg: vllmContextLengthMessage},
+		{name: "in-stream 400 old vllm layout", server: serve(writeEvents(roleChunk(), "data: "+vllmContextLength+"\n\n")),
+			class: ClassBadRequest, msg: "code 400", serverMsg: vllmContextLengthMessage},
+		{name: "in-stream 401 string code", server: serve(writeEvents(inStreamError(`{"message":"key revoked mid-stream","type":"AuthenticationError","code":"401"}`))),
+			class: ClassAuth, msg: "key revoked mid-stream", serverMsg: "key revoked mid-stream"},
+		{name: "in-stream 404", server: serve(writeEvents(roleChunk(), "data: "+vllmNoModel+"\n\n")),
+			class: ClassNotFound, msg: "does not exist", serverMsg: "The model `gpt-x` does not exist."},
+		{name: "in-stream 429 openai named code", server: serve(writeEvents(chunk("a", ""), "data: "+openAIRateLimit+"\n\n")),
+			class: ClassRateLimited, msg: "rate_limit_exceeded", serverMsg: "Rate limit reached for requests"},
+		{name: "in-stream type only", server: serve(writeEvents(inStreamError(`{"message":"slow down","type":"RateLimitError"}`))),
+			class: ClassRateLimited, msg: "slow down", serverMsg: "slow down"},
+		{name: "in-stream 500", server: serve(writeEvents(chunk("a", ""), inStreamError(`{"message":"engine died","type":"InternalServerError","code":500}`))),
+			class: ClassHTTP5xx, msg: "engine died", serverMsg: "engine died"},
+		{name: "in-stream 503", server: serve(writeEvents(inStreamError(`{"message":"draining","code":503}`))),
+			class: ClassHTTP5xx, msg: "draining", serverMsg: "draining"},
+		{name: "in-stream no code", server: serve(writeEvents(chunk("a", ""), inStreamError(`{"message":"engine died"}`))),
 			class: ClassProtocol, msg: "engine died", serverMsg: "engine died"},
+		{name: "in-stream code not a status", server: serve(writeEvents(inStreamError(`{"message":"odd","type":"Weird","code":7}`))),
+			class: ClassProtocol, msg: "odd", serverMsg: "odd"},
+		{name: "in-stream error event", server: serve(writeEvents(chunk("a", ""), "event: error\ndata: backend gone\n\n")),
+			class: ClassProtocol, msg: "backend gone", serverMsg: "backend gone"},
 		{name: "malformed response head", server: serve(rawResponse("HTTP/1.1 two hundred OK\r\n\r\n")), class: ClassProtocol, is: errMalformedResponse, msg: "malformed"},
 		{name: "accepts never answers", server: silent, cfg: func(c *Config) { c.FirstTokenTimeout = 200 * time.Millisecond },
 			class: ClassTimeout, is: ErrFirstTokenTimeout, msg: "first token timeout"},

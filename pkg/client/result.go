@@ -40,8 +40,10 @@ const (
 	ClassHTTP5xx Class = "http_5xx"
 	// ClassProtocol: the server broke the protocol: malformed SSE or JSON,
 	// an over-long line, an HTTP/2 protocol error, a 200 that is not an
-	// event stream, or an error object inside the stream (its message is in
-	// Result.ServerMessage).
+	// event stream, or an error object inside the stream that names no
+	// status (its message is in Result.ServerMessage). An in-stream error
+	// whose code (or code or type name) stands for a status is classed as
+	// a response of that status (StreamError.Class).
 	ClassProtocol Class = "protocol"
 	// ClassStreamCut: the stream ended (EOF, reset, GOAWAY) before [DONE]
 	// or a finish reason.

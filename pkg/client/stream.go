@@ -90,6 +90,7 @@ type wireChunk struct {
 	Type    string          `json:"type"`
 	Usage   *openai.Usage   `json:"usage"`
 	Error   json.RawMessage `json:"error"`
+	Code    json.RawMessage `json:"code"` // older vLLM in-stream error layout
 }
 
 type wireChoice struct {
@@ -114,6 +115,7 @@ func (c *wireChunk) reset() {
 	c.Choices = c.Choices[:0]
 	c.Usage = nil
 	c.Error = c.Error[:0]
+	c.Code = c.Code[:0]
 }
 
 // run is the state of one Stream call.
@@ -409,11 +411,15 @@ func (r *run) step(st *streamState, ev sse.Event, err error, now time.Time) bool
 	}
 	done, err := r.event(st, ev, now)
 	if err != nil {
+		class := ClassProtocol
 		var se *StreamError
 		if errors.As(err, &se) {
+			// A coded error is classed as a response of its status
+			// would be: a 200 stream that says 400 is a bad request.
 			r.res.ServerMessage = se.Message
+			class = se.Class()
 		}
-		r.fail(now, err, ClassProtocol, "read stream")
+		r.fail(now, err, class, "read stream")
 		return true
 	}
 	if done {
@@ -571,7 +577,7 @@ func (r *run) streamError(ch *wireChunk) error {
 	if e := bytes.TrimSpace(ch.Error); len(e) > 0 && !bytes.Equal(e, []byte("null")) {
 		var d openai.ErrorDetail
 		if json.Unmarshal(e, &d) == nil {
-			return &StreamError{Type: r.c.redact(clean(d.Type)), Message: r.c.redact(clean(d.Message))}
+			return &StreamError{Type: r.c.redact(clean(d.Type)), Code: r.c.redact(errorCode(d.Code)), Message: r.c.redact(clean(d.Message))}
 		}
 		var s string
 		if json.Unmarshal(e, &s) == nil {
@@ -580,7 +586,7 @@ func (r *run) streamError(ch *wireChunk) error {
 		return &StreamError{Message: r.c.redact(clean(string(e)))}
 	}
 	if bytes.Equal(ch.Object, []byte(`"error"`)) {
-		return &StreamError{Type: r.c.redact(clean(ch.Type)), Message: r.c.redact(clean(ch.Message))}
+		return &StreamError{Type: r.c.redact(clean(ch.Type)), Code: r.c.redact(errorCode(ch.Code)), Message: r.c.redact(clean(ch.Message))}
 	}
 	return nil
 }
