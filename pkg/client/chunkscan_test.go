@@ -79,8 +79,8 @@ func FuzzChunkFastPath(f *testing.F) {
 // equal: a nil and an empty Choices.
 type decodedChunk struct {
 	Object, Message, Type, Error, Code string
-	Choices                      []wireChoice
-	Usage                        *openai.Usage
+	Choices                            []wireChoice
+	Usage                              *openai.Usage
 }
 
 func normalize(c *wireChunk) decodedChunk {
