@@ -74,10 +74,37 @@ func (s *Summary) writeServer(b *blockWriter) {
 	for _, e := range slices.Sorted(maps.Keys(missing)) {
 		b.str("Not read ("+e+"):", missing[e])
 	}
+	absent := absentFigures(s.Server)
+	for _, k := range slices.Sorted(maps.Keys(absent)) {
+		b.str("Absent ("+k+"):", absent[k])
+	}
+}
+
+// printedAbsent are the keys of servermetrics.Window.Absent behind the
+// figures the block and result.json print. spec_accept_rate is left out:
+// its counters exist only while speculative decoding is on, so their
+// absence is the normal case, not a fault to report.
+var printedAbsent = []string{
+	"server_hit_rate", "queue", "kv_usage", "preemptions", "requests",
+	"running", "server_ttft", "server_queue_time",
+}
+
+// absentFigures returns the window's Absent entries for the printed
+// figures: which metrics were looked for and not found.
+func absentFigures(w *servermetrics.Window) map[string]string {
+	out := map[string]string{}
+	for _, k := range printedAbsent {
+		if v, ok := w.Absent[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // serverFields are result.json's server-side keys: each figure (null
-// when not measured), the requests per worker and the endpoints not read.
+// when not measured), the requests per worker, and in server_missing the
+// endpoints not read (by URL) and the figures whose metrics no endpoint
+// exports (by figure, naming the metrics looked for).
 func serverFields(w *servermetrics.Window) []field {
 	var out []field
 	for _, f := range serverFigures(w) {
@@ -94,6 +121,7 @@ func serverFields(w *servermetrics.Window) []field {
 	out = append(out, field{"server_requests_per_worker", workers})
 	missing := object{}
 	m := w.Missing()
+	maps.Copy(m, absentFigures(w))
 	for _, e := range slices.Sorted(maps.Keys(m)) {
 		missing = append(missing, field{e, m[e]})
 	}

@@ -3,6 +3,7 @@ package result
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -47,6 +48,10 @@ func TestServerSection(t *testing.T) {
 	s.Server = &servermetrics.Window{
 		Total:     servermetrics.Figures{HitRate: ptr(0.5), QueueMax: ptr(3), Preemptions: ptr(0)},
 		Endpoints: []servermetrics.EndpointWindow{{Endpoint: "http://a/metrics"}, {Endpoint: "http://b/metrics", Missing: "status 503"}},
+		Absent: map[string]string{
+			"queue":            "no endpoint exports vllm:num_requests_waiting",
+			"spec_accept_rate": "no endpoint exports vllm:spec_decode_num_accepted_tokens_total",
+		},
 	}
 	var b bytes.Buffer
 	if err := WriteBlock(&b, s); err != nil {
@@ -60,6 +65,7 @@ func TestServerSection(t *testing.T) {
 		"Queued requests, mean:                   n/a",
 		"Spec. decode acceptance (%):             n/a",
 		"Not read (http://b/metrics):             status 503",
+		"Absent (queue):                          no endpoint exports vllm:num_requests_waiting",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("block lacks %q:\n%s", want, out)
@@ -71,6 +77,15 @@ func TestServerSection(t *testing.T) {
 	}
 	if v, ok := m["queue_mean"]; !ok || v != nil {
 		t.Errorf("queue_mean = %v (present %v), want null", v, ok)
+	}
+	// server_missing names the endpoint not read and the absent metric;
+	// the spec-decode counters are optional and not reported.
+	wantMissing := map[string]any{
+		"http://b/metrics": "status 503",
+		"queue":            "no endpoint exports vllm:num_requests_waiting",
+	}
+	if got, _ := m["server_missing"].(map[string]any); !maps.Equal(got, wantMissing) {
+		t.Errorf("server_missing = %v, want %v", got, wantMissing)
 	}
 }
 

@@ -1,6 +1,9 @@
 package servermetrics
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The metric names fleetbench reads, by figure, in order of preference: an
 // endpoint's figure comes from the first source present on its page.
@@ -169,3 +172,15 @@ func CatalogNames() []string {
 	slices.Sort(names)
 	return names
 }
+
+// counterAlias maps the name of each catalogued counter without its
+// "_total" suffix to the catalogued name: both spellings are read.
+var counterAlias = func() map[string]string {
+	m := map[string]string{}
+	for n := range catalogue {
+		if bare, ok := strings.CutSuffix(n, "_total"); ok && !catalogue[bare] {
+			m[bare] = n
+		}
+	}
+	return m
+}()

@@ -68,6 +68,7 @@ func total(ds []seriesDelta) float64 {
 type counterCalc struct {
 	ok    bool
 	src   source
+	name  string // src's name as the page spelled it
 	v     float64
 	reset bool
 	by    []seriesDelta // per series, for per-worker counts
@@ -77,7 +78,7 @@ type counterCalc struct {
 func pickCounter(start, end *Page, srcs []source) counterCalc {
 	for _, s := range srcs {
 		if ds, reset, ok := counterDeltas(start, end, s); ok {
-			return counterCalc{ok: true, src: s, v: total(ds), reset: reset, by: ds}
+			return counterCalc{ok: true, src: s, name: end.exported(s.name), v: total(ds), reset: reset, by: ds}
 		}
 	}
 	return counterCalc{}
@@ -87,6 +88,7 @@ func pickCounter(start, end *Page, srcs []source) counterCalc {
 type ratioCalc struct {
 	ok       bool
 	src      ratioSource
+	name     string // "num / den" as the page spelled them
 	num, den float64
 	reset    bool
 }
@@ -98,7 +100,8 @@ func pickRatio(start, end *Page, srcs []ratioSource) ratioCalc {
 		nd, nr, nok := counterDeltas(start, end, r.num)
 		dd, dr, dok := counterDeltas(start, end, r.den)
 		if nok && dok {
-			return ratioCalc{ok: true, src: r, num: total(nd), den: total(dd), reset: nr || dr}
+			name := end.exported(r.num.name) + " / " + end.exported(r.den.name)
+			return ratioCalc{ok: true, src: r, name: name, num: total(nd), den: total(dd), reset: nr || dr}
 		}
 	}
 	return ratioCalc{}

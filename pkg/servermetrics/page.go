@@ -16,6 +16,9 @@ import (
 type Page struct {
 	scalars map[string][]scalar // counters, gauges and untyped, by name
 	hists   map[string][]histSeries
+	// spelled maps a catalogued counter name to the name the page exported
+	// it under, where the two differ (a counter without "_total").
+	spelled map[string]string
 }
 
 // scalar is one series of a counter, gauge or untyped metric.
@@ -56,12 +59,34 @@ func (p *Page) Names() []string {
 	return names
 }
 
-// newPage keeps the families of fams whose names the catalogue reads.
+// exported returns the name the page exported the catalogued name under.
+func (p *Page) exported(name string) string {
+	if p != nil {
+		if s, ok := p.spelled[name]; ok {
+			return s
+		}
+	}
+	return name
+}
+
+// newPage keeps the families of fams whose names the catalogue reads. A
+// counter exported without its "_total" suffix (some vLLM-compatible
+// servers and older exporters name them so) is kept under its catalogued
+// name, unless the page also has the "_total" one, which is then read.
 func newPage(fams map[string]*dto.MetricFamily) *Page {
 	p := &Page{scalars: map[string][]scalar{}, hists: map[string][]histSeries{}}
-	for name, fam := range fams {
+	for exported, fam := range fams {
+		name := exported
 		if !catalogue[name] {
-			continue
+			canon, ok := counterAlias[name]
+			if !ok || fams[canon] != nil {
+				continue
+			}
+			name = canon
+			if p.spelled == nil {
+				p.spelled = map[string]string{}
+			}
+			p.spelled[canon] = exported
 		}
 		for _, m := range fam.GetMetric() {
 			labels := m.GetLabel()

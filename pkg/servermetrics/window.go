@@ -90,6 +90,11 @@ type Window struct {
 	Balance Balance      `json:"balance"`
 	// Reset is true when any endpoint reset in the window.
 	Reset bool `json:"reset,omitempty"`
+	// Absent names, by the figure's key in Sources, the metrics looked
+	// for that no endpoint read at both edges exported: why that figure
+	// is nil. It is empty when no endpoint could be read (Missing says
+	// why then).
+	Absent map[string]string `json:"absent,omitempty"`
 }
 
 // WorkerSkew is the window's worker_skew: max ÷ mean of requests per
@@ -177,6 +182,7 @@ func diff(start, end Snapshot, g *gauges) Window {
 		w.Endpoints = append(w.Endpoints, ew)
 	}
 	w.Total = figures(calcs, &g.total)
+	w.Absent = absent(calcs, &g.total)
 	w.workers(end.Endpoints, calcs)
 	w.Balance = w.Workers.Balance()
 	return w
@@ -236,7 +242,7 @@ func figures(calcs []endpointCalc, st *[numGaugeFigures]stat) Figures {
 		for _, c := range calcs {
 			if r := pick(c); c.ok && r.ok && r.src.num.level == l {
 				num, den = num+r.num, den+r.den
-				f.Sources[key] = r.src.num.name + " / " + r.src.den.name
+				f.Sources[key] = r.name
 			}
 		}
 		if den <= 0 {
@@ -253,7 +259,7 @@ func figures(calcs []endpointCalc, st *[numGaugeFigures]stat) Figures {
 		for _, c := range calcs {
 			if k := pick(c); c.ok && k.ok && k.src.level == l {
 				v += k.v
-				f.Sources[key] = k.src.name
+				f.Sources[key] = k.name
 			}
 		}
 		return ptr(v)
