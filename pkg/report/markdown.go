@@ -430,7 +430,15 @@ func (a *analysis) noiseLines() []string {
 	for _, l := range a.levels {
 		bs := a.spreadOf(s.Baseline, l, func(r *Row) float64 { return r.TTFTP95 })
 		cs := a.spreadOf(s.Candidate, l, func(r *Row) float64 { return r.TTFTP95 })
-		if bs.N == 0 || cs.N == 0 {
+		switch {
+		case bs.N == 0 && cs.N == 0:
+			continue
+		case bs.N == 0 || cs.N == 0:
+			missing := s.Baseline
+			if cs.N == 0 {
+				missing = s.Candidate
+			}
+			out = append(out, fmt.Sprintf("At %d sessions: not compared, %s has no run at this level.", l, missing))
 			continue
 		}
 		diff := fmt.Sprintf("%s %.1f ms vs %s %.1f ms", s.Candidate, 1000*cs.Mean, s.Baseline, 1000*bs.Mean)

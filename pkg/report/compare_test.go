@@ -1,0 +1,114 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fleetbench/fleetbench/pkg/servermetrics"
+)
+
+// serverSection renders the server-side section of s.
+func serverSection(t *testing.T, s *Sweep) string {
+	t.Helper()
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var b md
+	analyze(s).writeServer(&b)
+	return b.String()
+}
+
+// TestHitRateComparisonSides never claims the client- and server-side hit
+// rates agree at a point where one side was not measured: it says the
+// comparison was not made, and why.
+func TestHitRateComparisonSides(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// server returns the server-side hit rate of point i (nil: n/a).
+		server  func(i int, client float64) *float64
+		want    []string
+		notWant []string
+	}{
+		{
+			name:    "every server figure n/a",
+			server:  func(int, float64) *float64 { return nil },
+			want:    []string{"were not compared: the server-side hit rate was not measured at any point", "server_missing"},
+			notWant: []string{"agree within"},
+		},
+		{
+			name:    "both sides everywhere",
+			server:  func(_ int, c float64) *float64 { return fptr(c) },
+			want:    []string{"agree within 3 points at every point."},
+			notWant: []string{"not compared"},
+		},
+		{
+			name: "server side at some points",
+			server: func(i int, c float64) *float64 {
+				if i%2 == 0 {
+					return nil
+				}
+				return fptr(c)
+			},
+			want:    []string{"agree within 3 points at the 8 of 16 points where both were measured; the others were not compared: the server-side hit rate was not measured at 8 of 16 points"},
+			notWant: []string{"at every point"},
+		},
+		{
+			name: "a disagreement and points not compared",
+			server: func(i int, c float64) *float64 {
+				switch i {
+				case 0:
+					return fptr(0.99)
+				case 1, 2:
+					return nil
+				}
+				return fptr(c)
+			},
+			want:    []string{"other traffic", "The other points were not compared: the server-side hit rate was not measured at run 1, round_robin at 40; run 1, round_robin at 60 (no prefix-cache metric"},
+			notWant: []string{"agree within"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := goldenSweep()
+			for i := range s.Points {
+				p := &s.Points[i]
+				p.Server = &servermetrics.Window{
+					Total: servermetrics.Figures{HitRate: tc.server(i, p.Window.HitRate()), QueueMean: fptr(1)},
+				}
+			}
+			out := serverSection(t, s)
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("server section lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out, w) {
+					t.Errorf("server section says %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestNoiseLineMissingMode says a level one mode has no run at was not
+// compared, instead of leaving it out.
+func TestNoiseLineMissingMode(t *testing.T) {
+	s := goldenSweep()
+	kept := s.Points[:0]
+	for _, p := range s.Points {
+		if p.Mode != "kv" || p.Level != 80 {
+			kept = append(kept, p)
+		}
+	}
+	s.Points = kept
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(analyze(s).noiseLines(), "\n")
+	if !strings.Contains(got, "At 80 sessions: not compared, kv has no run at this level.") {
+		t.Errorf("noise lines lack the level not compared:\n%s", got)
+	}
+	if !strings.Contains(got, "At 60 sessions the TTFT p95 difference") {
+		t.Errorf("noise lines lack a compared level:\n%s", got)
+	}
+}
