@@ -103,8 +103,10 @@ type Result struct {
 	// Status is the HTTP status code, 0 when no response arrived.
 	Status int
 	// Worker is the value of the response header that names the serving
-	// worker, when the server sends one.
-	Worker string
+	// worker, when the server sends one; WorkerHeader is that header's
+	// name as configured (one of WorkerHeaders), "" when none named it.
+	Worker       string
+	WorkerHeader string
 	// ConnReused reports whether the request went out on a pooled
 	// connection; false means Start..TTFB included opening one.
 	ConnReused bool

@@ -289,7 +289,7 @@ func (r *run) do(ctx context.Context, req *Request) {
 		return
 	}
 	r.res.Status = resp.StatusCode
-	r.res.Worker = workerFrom(resp.Header, c.workerHeaders)
+	r.res.Worker, r.res.WorkerHeader = workerFrom(resp.Header, c.workerHeaders)
 	r.res.ConnReused = reused.Load()
 
 	if !pushed {

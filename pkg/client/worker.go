@@ -28,14 +28,15 @@ func WorkerHeaders(first string) []string {
 	return out
 }
 
-// workerFrom returns the value of the first of names present in h, or "".
-func workerFrom(h http.Header, names []string) string {
+// workerFrom returns the value of the first of names present in h and
+// that name, or "" and "".
+func workerFrom(h http.Header, names []string) (worker, header string) {
 	for _, n := range names {
 		if v := h.Get(n); v != "" {
-			return v
+			return v, n
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // CheckWorkerHeader reports a --worker-header that is not a valid HTTP
