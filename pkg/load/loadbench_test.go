@@ -89,8 +89,9 @@ func (c *benchConv) Next(_ context.Context, k int, _ []openai.Message) (workload
 //
 // Run: go test -run='^$' -bench=ClosedLoop -benchmem ./pkg/load/
 // FLEETBENCH_BENCH_SESSIONS=N, FLEETBENCH_BENCH_PROTO=http1|h2c and
-// FLEETBENCH_BENCH_CLIENT=fleetbench|floor|epoll run one case (floor is
-// benchFloor, a bare goroutine-per-session reader);
+// FLEETBENCH_BENCH_CLIENT=fleetbench|floor|epoll|nethttp run one case (floor is
+// benchFloor, a bare goroutine-per-session reader; nethttp is benchNetHTTP,
+// net/http and encoding/json, the plain path of the 2,000-session A/B);
 // FLEETBENCH_BENCH_REPLY=MIN-MAX sets the tokens per reply and
 // FLEETBENCH_BENCH_GAP the time between them (issue 15's script is
 // FLEETBENCH_BENCH_REPLY=20-20 FLEETBENCH_BENCH_GAP=50ms);
@@ -101,7 +102,13 @@ func BenchmarkClosedLoop(b *testing.B) {
 	cases := []struct {
 		client, proto string
 		sessions      int
-	}{{"fleetbench", "http1", 1000}, {"fleetbench", "http1", 8000}, {"epoll", "http1", 8000}}
+	}{
+		{"fleetbench", "http1", 1000},
+		// The same-run A/B of the event loops and own HTTP/1.1 path
+		// against net/http and encoding/json (benchNetHTTP).
+		{"fleetbench", "http1", 2000}, {"nethttp", "http1", 2000},
+		{"fleetbench", "http1", 8000}, {"epoll", "http1", 8000},
+	}
 	env := func(name string) (string, bool) { v := os.Getenv(name); return v, v != "" }
 	n, errN := strconv.Atoi(os.Getenv("FLEETBENCH_BENCH_SESSIONS"))
 	proto, okP := env("FLEETBENCH_BENCH_PROTO")
@@ -129,6 +136,8 @@ func BenchmarkClosedLoop(b *testing.B) {
 					m = benchFloor(b, plan)
 				case "epoll":
 					m = benchEpoll(b, plan)
+				case "nethttp":
+					m = benchNetHTTP(b, plan)
 				default:
 					m = benchClosedLoop(b, plan)
 				}
