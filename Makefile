@@ -108,40 +108,71 @@ kube-build: ## build (once, cached outside the repo) the local Kubernetes contro
 test-short: ## run the unit tests without lint or the race detector
 	$(GO) test -count=1 ./...
 
+# benchtable keeps benchmark figures as data: `exec` runs one benchmark
+# command, shows its output and keeps its figures (with the command and the
+# FLEETBENCH_* knobs set) in a part; `record` joins a run's parts into
+# bench/results/<date>-<commit>-<host>.json with the machine's facts;
+# `table` regenerates docs/benchmarks.md from every results file.
+BENCHTABLE := out/benchtable
+BENCH_PARTS = out/parts-$@
+
+# bench_start builds benchtable and empties the target's parts.
+define bench_start
+@$(GO) build -o $(BENCHTABLE) ./internal/benchresult/cmd/benchtable
+@rm -rf $(BENCH_PARTS) && mkdir -p $(BENCH_PARTS)
+endef
+
+# bench_run N runs the rest of the line as the run's Nth benchmark command.
+bench_run = $(BENCHTABLE) exec -part $(BENCH_PARTS)/$(1).json --
+
+# bench_record writes the run's results file and regenerates the table.
+define bench_record
+$(BENCHTABLE) record -out bench/results $(BENCH_PARTS)/*.json
+$(BENCHTABLE) table
+endef
+
 .PHONY: bench
-bench: ## run the benchmarks and print their figures (about 25 minutes)
+bench: ## run the benchmarks, write bench/results/*.json and regenerate docs/benchmarks.md (about 25 minutes)
+	$(bench_start)
 	@# Hot-path micro benchmarks at the default bench time.
-	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$')
+	$(call bench_run,01) $(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$')
 	@# The live view's cost as whole runs: 3,200 sessions bare and with the dashboard open and
 	@# /metrics scraped every second, 20 alternating pairs of 10 s windows, each run a process of its own (~16 min).
-	$(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m .
+	$(call bench_run,02) $(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m .
 	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, 500
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
 	@# report) are the coordinator's alone, with and without histograms, over one shared connection
 	@# and with a connection per agent as deployed (-conn-each).
-	$(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/
+	$(call bench_run,03) $(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/
 	@# One report's merge at the coordinator, what the Prometheus load metrics add to it, and its decode and ack.
-	$(GO) test -run='^$$' -bench='MergeReport|ReportMetrics|DecodeReport|AckMarshal' -benchmem -benchtime=2000x ./coordinator/
+	$(call bench_run,04) $(GO) test -run='^$$' -bench='MergeReport|ReportMetrics|DecodeReport|AckMarshal' -benchmem -benchtime=2000x ./coordinator/
 	@# One pass each of the 1,000- and 8,000-session load runs and the 8,000-session epoll floor.
-	$(GO) test -run='^$$' -bench=ClosedLoop -benchmem -benchtime=1x -timeout 30m ./pkg/load/
+	$(call bench_run,05) $(GO) test -run='^$$' -bench=ClosedLoop -benchmem -benchtime=1x -timeout 30m ./pkg/load/
 	@# The agent at the floor (issue 15): fleetbench's engine beside the epoll floor client at 1,000 to
 	@# 8,000 sessions, 3 runs each in alternating order (about 6 min); ratios are medians of per-run
 	@# ratios. Quick: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1 FLEETBENCH_FLOOR_SECONDS=3.
 	@# The criterion's own spread: FLEETBENCH_FLOOR_SELF=1 runs the floor against itself (A/A).
 	@# A run past the knee (a client serving under 98% of the demand) logs each client's share and
 	@# the wait Little's law gives for it, which the added TTFT then follows.
-	$(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
+	$(call bench_run,06) $(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
 	@# The simulator at 8,000 streams, then a bare net/http server streaming the same events at the same
 	@# pace to the same client (floor-cpu-*: what this machine charges for the writes alone).
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/
+	$(call bench_run,07) $(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/
+	$(bench_record)
 
 .PHONY: soak
-soak: ## 8,000 sessions for 20 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~24 min)
-	FLEETBENCH_SOAK=full $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v .
+soak: ## 8,000 sessions for 20 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~24 min); writes bench/results/*.json
+	$(bench_start)
+	@# The soak's verdict and growth figures go into a results file, failed or not.
+	status=0; FLEETBENCH_SOAK=full $(call bench_run,01) $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v . || status=$$?; \
+	  $(BENCHTABLE) record -out bench/results $(BENCH_PARTS)/*.json && $(BENCHTABLE) table; exit $$status
 
 .PHONY: calibrate
-calibrate: ## run the published Dynamo sweep on the simulator and compare every cell, in wall time and in simulated time (~15 min)
-	FLEETBENCH_CALIBRATE=full $(GO) test -count=1 -timeout 40m -run '^(TestCalibrate(Simulated)?|TestSaturation)$$' -v ./pkg/calibrate/
+calibrate: ## run the published Dynamo sweep on the simulator and compare every cell, in wall time and in simulated time (~15 min); writes bench/results/*.json
+	$(bench_start)
+	@# The figures out of tolerance go into a results file, failed or not.
+	status=0; FLEETBENCH_CALIBRATE=full $(call bench_run,01) $(GO) test -count=1 -timeout 40m -run '^(TestCalibrate(Simulated)?|TestSaturation)$$' -v ./pkg/calibrate/ || status=$$?; \
+	  $(BENCHTABLE) record -out bench/results $(BENCH_PARTS)/*.json && $(BENCHTABLE) table; exit $$status
 
 .PHONY: demo
 demo: build ## sweep KV-aware routing against round robin on the built-in simulator (~3 min)

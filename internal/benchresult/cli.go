@@ -42,8 +42,11 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *part == "" || fs.NArg() == 0 {
 		return errors.New("exec: want -part FILE -- COMMAND...")
 	}
+	// Outside a git tree (the benchmark bundle) the commit stays empty and
+	// record's -commit says it.
+	commit, dirty, _ := GitCommit(ctx, ".")
 	run, cpu, runErr := Exec(ctx, fs.Args(), stdout, stderr)
-	b, err := json.MarshalIndent(Part{CPU: cpu, Run: run}, "", "  ")
+	b, err := json.MarshalIndent(Part{CPU: cpu, Commit: commit, Dirty: dirty, Run: run}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode part: %w", err)
 	}
@@ -57,7 +60,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func cmdRecord(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	out := fs.String("out", "bench/results", "folder of the results files")
-	commit := fs.String("commit", "", "the commit measured (default: the working tree's HEAD)")
+	commit := fs.String("commit", "", "the commit measured (default: the first part's, else the working tree's HEAD)")
 	dirty := fs.Bool("dirty", false, "with -commit: the tree had uncommitted changes")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,6 +81,9 @@ func cmdRecord(ctx context.Context, args []string, stdout io.Writer) error {
 		parts = append(parts, p)
 	}
 	c, d := *commit, *dirty
+	if c == "" && parts[0].Commit != "" {
+		c, d = parts[0].Commit, parts[0].Dirty
+	}
 	if c == "" {
 		var err error
 		if c, d, err = GitCommit(ctx, "."); err != nil {

@@ -163,9 +163,14 @@ var ErrNoFigures = errors.New("no figures")
 // Part is what one command of a run left: its Run and the CPU model its
 // test binaries printed. `benchtable exec` writes one per command and
 // `benchtable record` joins them into a File.
+// Commit is the tree's when the command started (empty outside a git
+// tree), so that a run's file names what was built, not what HEAD became
+// while it ran.
 type Part struct {
-	CPU string `json:"cpu,omitempty"`
-	Run Run    `json:"run"`
+	CPU    string `json:"cpu,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	Dirty  bool   `json:"dirty,omitempty"`
+	Run    Run    `json:"run"`
 }
 
 // Assemble joins a run's parts, in order, into a File dated date, with
