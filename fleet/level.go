@@ -328,8 +328,9 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	wg.Wait()
 	end := time.Now()
 	if failFast != nil {
-		// Nothing worth measuring: every request failed the same way.
-		return nil, errors.Join(failFast, env.closeRequestLog())
+		// Nothing worth measuring: every request failed the same way. What
+		// was seen is kept, marked, for the server's messages.
+		return nil, r.keepStopped(mtr, c.resultLoad(target, model, src.Name()), origin, end, failFast, env.closeRequestLog())
 	}
 	if runErr != nil {
 		return nil, fmt.Errorf("run load: %w", runErr)

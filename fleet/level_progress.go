@@ -23,14 +23,16 @@ type tally struct {
 	ttft                   *hdr.Histogram
 	requests, errors       int64
 	warmRequests, warmErrs int64
-	// lastErr is the latest failure, "class: message", one line, bounded.
-	lastErr string
+	// lastErr is the latest failure, "class: message", one line, bounded
+	// for the status line; lastFull the same, whole, for the reason
+	// fail-fast gives.
+	lastErr, lastFull string
 	// classes counts the failures of both windows by class.
 	classes map[client.Class]int64
 }
 
 // allFailed returns the one class every request so far failed with and
-// the latest error, or ok false when a request succeeded, none ended, or
+// the latest error, whole, or ok false when a request succeeded, none ended, or
 // the failures differ in class.
 func (t *tally) allFailed() (client.Class, string, bool) {
 	t.mu.Lock()
@@ -39,7 +41,7 @@ func (t *tally) allFailed() (client.Class, string, bool) {
 		return "", "", false
 	}
 	for c := range t.classes {
-		return c, t.lastErr, true
+		return c, t.lastFull, true
 	}
 	return "", "", false
 }
@@ -63,6 +65,7 @@ func (t *tally) add(s *record.Sample) {
 		if s.Result.Err != nil {
 			msg += ": " + strings.Join(strings.Fields(s.Result.Err.Error()), " ")
 		}
+		t.lastFull = msg
 		if len(msg) > maxLastErr {
 			msg = strings.ToValidUTF8(msg[:maxLastErr], "") + "..."
 		}

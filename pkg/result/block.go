@@ -74,6 +74,9 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 	if s.Interrupted {
 		b.str("Interrupted:", "yes, the window was cut short")
 	}
+	if s.Stopped != "" {
+		b.str("Stopped:", s.Stopped)
+	}
 	if len(s.AgentNotes) > 0 {
 		b.rule("Agents", '-')
 		for i, n := range s.AgentNotes {

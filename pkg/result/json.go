@@ -250,6 +250,9 @@ func (s *Summary) ownFields() object {
 		// The goodput objectives and the share of requests meeting them.
 		o = append(o, field{"goodput_slo", s.SLO.String()}, field{"slo_attainment", s.SLOAttainment})
 	}
+	if s.Stopped != "" {
+		o = append(o, field{"stopped", s.Stopped})
+	}
 	if s.Interrupted {
 		// Last, where readers of earlier results found it.
 		o = append(o, field{"interrupted", true})

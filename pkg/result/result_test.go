@@ -677,3 +677,34 @@ func TestGoldenJudged(t *testing.T) {
 	out.WriteString("error: " + te.Error() + "\n")
 	golden(t, "judged.block.golden", out.Bytes())
 }
+
+// TestStopped checks that Facts.Stopped is written to result.json as
+// "stopped", just before "interrupted", with the reason whole, and shown in
+// the block's additions.
+func TestStopped(t *testing.T) {
+	const why = "fail-fast: every request failed with bad_request: This model's maximum context length is 1024 tokens. However, you requested 3017 tokens (2993 in the messages, 24 in the completion). Please reduce the length of the messages or completion."
+	w, p := craftedWindow(t)
+	f := craftedFacts(p)
+	f.Interrupted, f.Stopped = true, why
+	s, err := New(w, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jb, bb bytes.Buffer
+	if err := WriteJSON(&jb, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBlock(&bb, s); err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(jb.Bytes(), &v); err != nil || v["stopped"] != why {
+		t.Errorf("result.json stopped = %v (%v), want %q", v["stopped"], err, why)
+	}
+	if want := `, "interrupted": true}`; !strings.HasSuffix(jb.String(), want) {
+		t.Errorf("result.json does not end with %s: %s", want, jb.String())
+	}
+	if !strings.Contains(bb.String(), "Stopped:") || !strings.Contains(bb.String(), "Please reduce the length of the messages or completion.") {
+		t.Errorf("block lacks the whole stop reason:\n%s", bb.String())
+	}
+}

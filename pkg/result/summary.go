@@ -116,6 +116,11 @@ type Facts struct {
 	// end: WriteJSON adds "interrupted": true as the last key and
 	// WriteBlock says so in the additions. False writes nothing.
 	Interrupted bool
+	// Stopped, when set, says why the run was stopped before its planned
+	// end (fail-fast, abort-on-fail, an interrupt), in one line with the
+	// server's message: WriteJSON adds "stopped" before "interrupted" and
+	// WriteBlock prints it. Empty writes nothing.
+	Stopped string
 }
 
 // Stats are one latency metric's statistics in milliseconds.
