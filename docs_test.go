@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,5 +218,177 @@ func TestDeployJobArgsRun(t *testing.T) {
 				t.Errorf("fleetbench %s\nexit %d\n%s\n%s", strings.Join(a, " "), code, stdout, stderr)
 			}
 		})
+	}
+}
+
+// packageDirs returns every directory of the module that holds a Go
+// package (a non-test .go file), as go list ./... sees them: slash paths
+// relative to the root, the root itself as ".". Like the go command it
+// skips testdata, directories whose names begin with "." or "_", and
+// nested modules (a directory with a go.mod of its own).
+func packageDirs(t *testing.T) map[string]bool {
+	t.Helper()
+	dirs := map[string]bool{}
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if p != "." && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			if p != "." {
+				if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			dirs[filepath.ToSlash(filepath.Dir(p))] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk the tree: %v", err)
+	}
+	return dirs
+}
+
+// markdownSection returns the lines of file's section that starts with the
+// heading line head, up to the next heading of the same or a higher level.
+func markdownSection(t *testing.T, file, head string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := strings.IndexFunc(head, func(r rune) bool { return r != '#' })
+	var out []string
+	in, fenced := false, false
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+		}
+		if !fenced && strings.HasPrefix(line, "#") {
+			l := strings.IndexFunc(line, func(r rune) bool { return r != '#' })
+			if in && l > 0 && l <= level {
+				break
+			}
+			if strings.TrimSpace(line) == head {
+				in = true
+				continue
+			}
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	if !in {
+		t.Fatalf("%s has no section %q", file, head)
+	}
+	return out
+}
+
+// designTableDirs returns the directories of docs/design.md's package
+// table: the first cell, in backticks, of each row under "## Packages".
+func designTableDirs(t *testing.T) map[string]bool {
+	t.Helper()
+	dirs := map[string]bool{}
+	for _, line := range markdownSection(t, "docs/design.md", "## Packages") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		first := strings.TrimSpace(cells[1])
+		if len(first) < 3 || first[0] != '`' || first[len(first)-1] != '`' {
+			continue // the header or its rule
+		}
+		dirs[strings.TrimSuffix(strings.Trim(first, "`"), "/")] = true
+	}
+	return dirs
+}
+
+// readmeLayoutPath is a code span of the README's Layout list that names a
+// directory: "." or a slash path of lower-case names.
+var readmeLayoutPath = regexp.MustCompile("`(\\.|[a-z][a-z0-9_]*(?:/[a-z0-9_]+)*)/?`")
+
+// readmeLayoutDirs returns the directories the README's Layout section
+// names in backticks (the section names nothing else in backticks).
+func readmeLayoutDirs(t *testing.T) map[string]bool {
+	t.Helper()
+	dirs := map[string]bool{}
+	for _, line := range markdownSection(t, "README.md", "## Layout") {
+		for _, m := range readmeLayoutPath.FindAllStringSubmatch(line, -1) {
+			dirs[m[1]] = true
+		}
+	}
+	return dirs
+}
+
+// compareLayout reports, naming each, the package directories the tree
+// has and the document lacks, and those it lists that hold no package.
+func compareLayout(t reporter, doc string, listed, tree map[string]bool) {
+	t.Helper()
+	if len(listed) < 10 {
+		t.Fatalf("%s lists only %d package directories: %v", doc, len(listed), slices.Sorted(maps.Keys(listed)))
+	}
+	for _, d := range slices.Sorted(maps.Keys(tree)) {
+		if !listed[d] {
+			t.Errorf("%s does not list package directory %s (it holds non-test .go files): add it", doc, d)
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(listed)) {
+		if !tree[d] {
+			t.Errorf("%s lists %s, which holds no Go package (no non-test .go file): remove or rename it", doc, d)
+		}
+	}
+}
+
+// reporter is the part of *testing.T that compareLayout uses.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// recordingT is a reporter that keeps the messages.
+type recordingT struct{ errs []string }
+
+func (r *recordingT) Helper() {}
+func (r *recordingT) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recordingT) Fatalf(format string, args ...any) { r.Errorf(format, args...) }
+
+// TestLayoutTableMatchesTree: docs/design.md's package table has one row
+// for every directory of the module that holds a Go package, and no other.
+func TestLayoutTableMatchesTree(t *testing.T) {
+	compareLayout(t, "docs/design.md's package table (## Packages)", designTableDirs(t), packageDirs(t))
+}
+
+// TestReadmeLayoutMatchesTree: the README's Layout list names every
+// directory of the module that holds a Go package, and no other.
+func TestReadmeLayoutMatchesTree(t *testing.T) {
+	compareLayout(t, "README.md's layout list (## Layout)", readmeLayoutDirs(t), packageDirs(t))
+}
+
+// TestCompareLayoutNamesDifferences: the comparison fails, naming the
+// directory, in each direction.
+func TestCompareLayoutNamesDifferences(t *testing.T) {
+	tree := map[string]bool{".": true, "agent": true, "pkg/judge": true}
+	listed := map[string]bool{".": true, "agent": true, "pkg/prom": true}
+	for k := range 10 {
+		tree["pkg/p"+strconv.Itoa(k)] = true
+		listed["pkg/p"+strconv.Itoa(k)] = true
+	}
+	rec := &recordingT{}
+	compareLayout(rec, "doc", listed, tree)
+	got := strings.Join(rec.errs, "\n")
+	for _, want := range []string{"does not list package directory pkg/judge", "lists pkg/prom, which holds no Go package"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("compareLayout errors %q lack %q", got, want)
+		}
 	}
 }
