@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -110,6 +111,7 @@ func reportToPB(seq uint64, w *record.Window) *pb.Report {
 		CachedTokens: c.CachedTokens, RequestsWithCache: c.RequestsWithCache, UsageMissing: c.UsageMissing,
 		ConversationsStarted: c.ConversationsStarted, ConversationsCompleted: c.ConversationsCompleted,
 		Restarted: c.Restarted, Fallbacks: c.Fallbacks, LateSends: c.LateSends, Dropped: c.Dropped, Good: c.Good,
+		FinishReasons: maps.Clone(c.FinishReasons), WorkerHeaders: maps.Clone(c.WorkerHeaders),
 	}
 	if len(c.FailedByClass) > 0 {
 		r.Counters.FailedByClass = make(map[string]int64, len(c.FailedByClass))

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"maps"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -130,6 +131,12 @@ func windowFromPB(r *pb.Report, cfg hdr.Config) (*record.Window, []reportHist, e
 		UsageMissing: c.GetUsageMissing(), ConversationsStarted: c.GetConversationsStarted(),
 		ConversationsCompleted: c.GetConversationsCompleted(), Restarted: c.GetRestarted(),
 		Fallbacks: c.GetFallbacks(), LateSends: c.GetLateSends(), Dropped: c.GetDropped(), Good: c.GetGood(),
+	}
+	if len(c.GetFinishReasons()) > 0 {
+		w.Counters.FinishReasons = maps.Clone(c.GetFinishReasons())
+	}
+	if len(c.GetWorkerHeaders()) > 0 {
+		w.Counters.WorkerHeaders = maps.Clone(c.GetWorkerHeaders())
 	}
 	for k, v := range c.GetFailedByClass() {
 		if w.Counters.FailedByClass == nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -362,7 +363,8 @@ func sameWindow(a, b *record.Window) string {
 	ca, cb := a.Counters, b.Counters
 	if ca.Requests != cb.Requests || ca.Failed != cb.Failed || ca.InputTokens != cb.InputTokens ||
 		ca.OutputTokens != cb.OutputTokens || ca.CachedTokens != cb.CachedTokens || ca.Restarted != cb.Restarted ||
-		ca.ConversationsStarted != cb.ConversationsStarted || len(ca.FailedByClass) != len(cb.FailedByClass) {
+		ca.ConversationsStarted != cb.ConversationsStarted || len(ca.FailedByClass) != len(cb.FailedByClass) ||
+		!maps.Equal(ca.FinishReasons, cb.FinishReasons) || !maps.Equal(ca.WorkerHeaders, cb.WorkerHeaders) {
 		return fmt.Sprintf("counters %+v vs %+v", ca, cb)
 	}
 	for m := range record.NumMetrics {

@@ -44,6 +44,60 @@ type Counters struct {
 	// Good counts successful requests that met every goodput objective
 	// (vLLM's --goodput), when the Recorder was given them (SetGood).
 	Good int64
+	// FinishReasons counts successful requests by the finish_reason of
+	// their last content chunk (FinishReasonOf: a bounded set of keys);
+	// nil until the first.
+	FinishReasons map[string]int64
+	// WorkerHeaders counts successful requests by the response header
+	// that named their worker (client.Result.WorkerHeader; at most
+	// len(client.WorkerHeaders) keys); nil until the first.
+	WorkerHeaders map[string]int64
+}
+
+// Finish reason keys other than the server's own "stop", "length",
+// "content_filter" and "tool_calls".
+const (
+	// FinishNone counts answers whose stream carried no finish_reason.
+	FinishNone = "none"
+	// FinishOther counts any other value, so that a server cannot grow
+	// the map without bound.
+	FinishOther = "other"
+)
+
+// FinishReasonOf is the FinishReasons key of a finish_reason value.
+func FinishReasonOf(reason string) string {
+	switch reason {
+	case "stop", "length", "content_filter", "tool_calls":
+		return reason
+	case "":
+		return FinishNone
+	}
+	return FinishOther
+}
+
+// addTo adds o's counts to *m, making it on the first.
+func addTo(m *map[string]int64, o map[string]int64) {
+	for k, v := range o {
+		if *m == nil {
+			*m = make(map[string]int64, len(o))
+		}
+		(*m)[k] += v
+	}
+}
+
+// sameCounts reports whether a and b hold the same non-zero counts.
+func sameCounts[K comparable](a, b map[K]int64) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Add adds every counter of o to c.
@@ -68,34 +122,26 @@ func (c *Counters) Add(o *Counters) {
 	c.LateSends += o.LateSends
 	c.Dropped += o.Dropped
 	c.Good += o.Good
+	addTo(&c.FinishReasons, o.FinishReasons)
+	addTo(&c.WorkerHeaders, o.WorkerHeaders)
 }
 
 // Clone returns a copy of c that shares no map with it.
 func (c Counters) Clone() Counters {
 	c.FailedByClass = maps.Clone(c.FailedByClass)
+	c.FinishReasons = maps.Clone(c.FinishReasons)
+	c.WorkerHeaders = maps.Clone(c.WorkerHeaders)
 	return c
 }
 
-// Equal reports whether c and o hold the same counts (a nil FailedByClass
-// equals an empty one; zero entries are ignored).
+// Equal reports whether c and o hold the same counts (a nil map equals an
+// empty one; zero entries are ignored).
 func (c *Counters) Equal(o *Counters) bool {
-	if c.scalars() != o.scalars() {
-		return false
-	}
-	for k, v := range c.FailedByClass {
-		if o.FailedByClass[k] != v {
-			return false
-		}
-	}
-	for k, v := range o.FailedByClass {
-		if c.FailedByClass[k] != v {
-			return false
-		}
-	}
-	return true
+	return c.scalars() == o.scalars() && sameCounts(c.FailedByClass, o.FailedByClass) &&
+		sameCounts(c.FinishReasons, o.FinishReasons) && sameCounts(c.WorkerHeaders, o.WorkerHeaders)
 }
 
-// scalars returns every counter but FailedByClass.
+// scalars returns every counter but the maps.
 func (c *Counters) scalars() [14]int64 {
 	return [...]int64{c.Requests, c.Failed, c.InputTokens, c.OutputTokens, c.CachedTokens,
 		c.RequestsWithCache, c.UsageMissing, c.ConversationsStarted, c.ConversationsCompleted,

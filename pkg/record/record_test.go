@@ -87,6 +87,7 @@ func TestWindowAdd(t *testing.T) {
 			Start: base, TTFB: 40 * time.Millisecond, TTFT: 100 * time.Millisecond, E2E: 400 * time.Millisecond,
 			ITL:          []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
 			OutputTokens: 4, PromptTokens: 1000, CachedTokens: 600, UsageReported: true,
+			FinishReason: "length", Worker: "w0", WorkerHeader: "X-Fleetbench-Worker",
 		},
 	}
 	noContent := &Sample{Window: 3, Turn: 40, Result: &client.Result{Start: base.Add(time.Second), TTFB: time.Millisecond, E2E: 2 * time.Millisecond, PromptTokens: 1000}}
@@ -118,6 +119,9 @@ func TestWindowAdd(t *testing.T) {
 		FailedByClass: map[client.Class]int64{client.ClassHTTP5xx: 1, ClassUnknown: 1},
 		InputTokens:   2000, OutputTokens: 4, CachedTokens: 600, RequestsWithCache: 1,
 		UsageMissing: 1, Restarted: 1,
+		// Finish reasons and worker headers of successful requests only.
+		FinishReasons: map[string]int64{"length": 1, FinishNone: 1},
+		WorkerHeaders: map[string]int64{"X-Fleetbench-Worker": 1},
 	}
 	if !w.Counters.Equal(&want) {
 		t.Errorf("Counters = %+v, want %+v", w.Counters, want)

@@ -109,7 +109,8 @@ func (w *Window) turn(i int) *TurnStats {
 // A successful sample adds TTFT and TTFTIntended (only when content arrived,
 // TTFT > 0), TTFB, every ITL gap, TPOT (when > 0: at least two tokens), E2E
 // and E2EIntended; its tokens and cache hits to the Counters and to its turn's
-// TurnStats, and UsageMissing when the server sent no usage.
+// TurnStats, UsageMissing when the server sent no usage, its finish reason
+// and the header that named its worker.
 //
 // A failed sample counts Failed and FailedByClass (ClassUnknown when its
 // class is empty) and adds nothing else: no latencies and no tokens, even if
@@ -171,6 +172,16 @@ func (w *Window) Add(s *Sample) {
 		ts.RequestsWithCache++
 	}
 	w.addWorker(r.Worker, int64(r.PromptTokens))
+	if c.FinishReasons == nil {
+		c.FinishReasons = make(map[string]int64, 4)
+	}
+	c.FinishReasons[FinishReasonOf(r.FinishReason)]++
+	if r.WorkerHeader != "" {
+		if c.WorkerHeaders == nil {
+			c.WorkerHeaders = make(map[string]int64, 1)
+		}
+		c.WorkerHeaders[r.WorkerHeader]++
+	}
 }
 
 // widen extends FirstSend/LastEnd to cover [start, end]; zero times are

@@ -2066,7 +2066,12 @@ type Counters struct {
 	LateSends              int64                  `protobuf:"varint,13,opt,name=late_sends,json=lateSends,proto3" json:"late_sends,omitempty"`
 	Dropped                int64                  `protobuf:"varint,14,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	// Successful requests that met every objective of the spec's Slo.
-	Good          int64 `protobuf:"varint,15,opt,name=good,proto3" json:"good,omitempty"`
+	Good int64 `protobuf:"varint,15,opt,name=good,proto3" json:"good,omitempty"`
+	// Successful requests by the finish_reason of their last content chunk
+	// ("stop", "length", "content_filter", "tool_calls", "none", "other").
+	FinishReasons map[string]int64 `protobuf:"bytes,16,rep,name=finish_reasons,json=finishReasons,proto3" json:"finish_reasons,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Successful requests by the response header that named their worker.
+	WorkerHeaders map[string]int64 `protobuf:"bytes,17,rep,name=worker_headers,json=workerHeaders,proto3" json:"worker_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2204,6 +2209,20 @@ func (x *Counters) GetGood() int64 {
 		return x.Good
 	}
 	return 0
+}
+
+func (x *Counters) GetFinishReasons() map[string]int64 {
+	if x != nil {
+		return x.FinishReasons
+	}
+	return nil
+}
+
+func (x *Counters) GetWorkerHeaders() map[string]int64 {
+	if x != nil {
+		return x.WorkerHeaders
+	}
+	return nil
 }
 
 // Watermark says every turn sent in windows up to window_id has finished or
@@ -2714,7 +2733,7 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\brequests\x18\x04 \x01(\x03R\brequests\x12#\n" +
 	"\rprompt_tokens\x18\x05 \x01(\x03R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\x06 \x01(\x03R\fcachedTokens\x12.\n" +
-	"\x13requests_with_cache\x18\a \x01(\x03R\x11requestsWithCacheJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\fttft_clamped\"\x99\x05\n" +
+	"\x13requests_with_cache\x18\a \x01(\x03R\x11requestsWithCacheJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\fttft_clamped\"\xdb\a\n" +
 	"\bCounters\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\x03R\x06failed\x12^\n" +
@@ -2732,8 +2751,16 @@ const file_fleetbench_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"late_sends\x18\r \x01(\x03R\tlateSends\x12\x18\n" +
 	"\adropped\x18\x0e \x01(\x03R\adropped\x12\x12\n" +
-	"\x04good\x18\x0f \x01(\x03R\x04good\x1a@\n" +
+	"\x04good\x18\x0f \x01(\x03R\x04good\x12]\n" +
+	"\x0efinish_reasons\x18\x10 \x03(\v26.fleetbench.coordinator.v1.Counters.FinishReasonsEntryR\rfinishReasons\x12]\n" +
+	"\x0eworker_headers\x18\x11 \x03(\v26.fleetbench.coordinator.v1.Counters.WorkerHeadersEntryR\rworkerHeaders\x1a@\n" +
 	"\x12FailedByClassEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
+	"\x12FinishReasonsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
+	"\x12WorkerHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"l\n" +
 	"\tWatermark\x12\x1b\n" +
@@ -2798,7 +2825,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_fleetbench_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_fleetbench_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(ThinkKind)(0),                // 0: fleetbench.coordinator.v1.ThinkKind
 	(PhaseKind)(0),                // 1: fleetbench.coordinator.v1.PhaseKind
@@ -2830,8 +2857,10 @@ var file_fleetbench_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*Ack)(nil),                   // 27: fleetbench.coordinator.v1.Ack
 	(*Stop)(nil),                  // 28: fleetbench.coordinator.v1.Stop
 	nil,                           // 29: fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	nil,                           // 30: fleetbench.coordinator.v1.Counters.FinishReasonsEntry
+	nil,                           // 31: fleetbench.coordinator.v1.Counters.WorkerHeadersEntry
+	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	5,  // 0: fleetbench.coordinator.v1.ConnectRequest.hello:type_name -> fleetbench.coordinator.v1.Hello
@@ -2848,42 +2877,44 @@ var file_fleetbench_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	28, // 11: fleetbench.coordinator.v1.ConnectResponse.stop:type_name -> fleetbench.coordinator.v1.Stop
 	25, // 12: fleetbench.coordinator.v1.ConnectResponse.heartbeat:type_name -> fleetbench.coordinator.v1.Heartbeat
 	6,  // 13: fleetbench.coordinator.v1.Hello.histogram_config:type_name -> fleetbench.coordinator.v1.HistogramConfig
-	30, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	32, // 14: fleetbench.coordinator.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
 	10, // 15: fleetbench.coordinator.v1.Welcome.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	10, // 16: fleetbench.coordinator.v1.Assignment.spec:type_name -> fleetbench.coordinator.v1.RunSpec
 	9,  // 17: fleetbench.coordinator.v1.Assignment.take_over:type_name -> fleetbench.coordinator.v1.TakeOver
 	12, // 18: fleetbench.coordinator.v1.RunSpec.workload:type_name -> fleetbench.coordinator.v1.WorkloadSpec
 	11, // 19: fleetbench.coordinator.v1.RunSpec.slo:type_name -> fleetbench.coordinator.v1.Slo
-	30, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
-	30, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
-	30, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
+	32, // 20: fleetbench.coordinator.v1.Slo.ttft:type_name -> google.protobuf.Duration
+	32, // 21: fleetbench.coordinator.v1.Slo.tpot:type_name -> google.protobuf.Duration
+	32, // 22: fleetbench.coordinator.v1.Slo.e2el:type_name -> google.protobuf.Duration
 	0,  // 23: fleetbench.coordinator.v1.WorkloadSpec.think_kind:type_name -> fleetbench.coordinator.v1.ThinkKind
-	30, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
+	32, // 24: fleetbench.coordinator.v1.WorkloadSpec.think_mean:type_name -> google.protobuf.Duration
 	13, // 25: fleetbench.coordinator.v1.WorkloadSpec.user_model:type_name -> fleetbench.coordinator.v1.UserModel
 	1,  // 26: fleetbench.coordinator.v1.Phase.kind:type_name -> fleetbench.coordinator.v1.PhaseKind
-	31, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
-	30, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
+	33, // 27: fleetbench.coordinator.v1.Phase.start_at:type_name -> google.protobuf.Timestamp
+	32, // 28: fleetbench.coordinator.v1.Started.offset:type_name -> google.protobuf.Duration
 	20, // 29: fleetbench.coordinator.v1.Report.metrics:type_name -> fleetbench.coordinator.v1.MetricHistogram
 	22, // 30: fleetbench.coordinator.v1.Report.turns:type_name -> fleetbench.coordinator.v1.TurnStats
 	23, // 31: fleetbench.coordinator.v1.Report.counters:type_name -> fleetbench.coordinator.v1.Counters
-	31, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
-	31, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
+	33, // 32: fleetbench.coordinator.v1.Report.first_send:type_name -> google.protobuf.Timestamp
+	33, // 33: fleetbench.coordinator.v1.Report.last_end:type_name -> google.protobuf.Timestamp
 	19, // 34: fleetbench.coordinator.v1.Report.errors:type_name -> fleetbench.coordinator.v1.ErrorStat
 	18, // 35: fleetbench.coordinator.v1.Report.workers:type_name -> fleetbench.coordinator.v1.WorkerStat
-	31, // 36: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
+	33, // 36: fleetbench.coordinator.v1.ErrorStat.first:type_name -> google.protobuf.Timestamp
 	2,  // 37: fleetbench.coordinator.v1.MetricHistogram.metric:type_name -> fleetbench.coordinator.v1.Metric
 	21, // 38: fleetbench.coordinator.v1.MetricHistogram.histogram:type_name -> fleetbench.coordinator.v1.SparseHistogram
 	21, // 39: fleetbench.coordinator.v1.TurnStats.ttft:type_name -> fleetbench.coordinator.v1.SparseHistogram
 	29, // 40: fleetbench.coordinator.v1.Counters.failed_by_class:type_name -> fleetbench.coordinator.v1.Counters.FailedByClassEntry
-	31, // 41: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	30, // 42: fleetbench.coordinator.v1.Heartbeat.process_cpu_time:type_name -> google.protobuf.Duration
-	3,  // 43: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
-	4,  // 44: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
-	44, // [44:45] is the sub-list for method output_type
-	43, // [43:44] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	30, // 41: fleetbench.coordinator.v1.Counters.finish_reasons:type_name -> fleetbench.coordinator.v1.Counters.FinishReasonsEntry
+	31, // 42: fleetbench.coordinator.v1.Counters.worker_headers:type_name -> fleetbench.coordinator.v1.Counters.WorkerHeadersEntry
+	33, // 43: fleetbench.coordinator.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	32, // 44: fleetbench.coordinator.v1.Heartbeat.process_cpu_time:type_name -> google.protobuf.Duration
+	3,  // 45: fleetbench.coordinator.v1.CoordinatorService.Connect:input_type -> fleetbench.coordinator.v1.ConnectRequest
+	4,  // 46: fleetbench.coordinator.v1.CoordinatorService.Connect:output_type -> fleetbench.coordinator.v1.ConnectResponse
+	46, // [46:47] is the sub-list for method output_type
+	45, // [45:46] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_fleetbench_coordinator_v1_coordinator_proto_init() }
@@ -2914,7 +2945,7 @@ func file_fleetbench_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc), len(file_fleetbench_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
