@@ -73,3 +73,38 @@ func TestCmdProbeNeverServes(t *testing.T) {
 		t.Errorf("no --target: exit %d", code)
 	}
 }
+
+// TestCmdProbeWrongModel: a server that lists its model but answers 404
+// to a completion for another: probe --model WRONG stops in seconds, not
+// at its timeout, with the one line run's preflight prints, and fails.
+func TestCmdProbeWrongModel(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"real","object":"model"}]}`)
+		case "/health", "/health/ready":
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"object":"error","message":"The model `+"`wrong`"+` does not exist.","type":"NotFoundError","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := runMain(context.Background(), func() {}, []string{"--log-level", "error", "probe", "--target", srv.URL,
+		"--model", "wrong", "--timeout", "1m", "--interval", "20ms"}, &out, &errb)
+	took := time.Since(start)
+	stderr := strings.TrimSpace(errb.String())
+	if code == exitOK || took > 10*time.Second {
+		t.Fatalf("exit %d after %s, want a failure in seconds\nstderr: %s", code, took, stderr)
+	}
+	for _, want := range []string{`model "wrong" is not served by ` + srv.URL, "it serves: real"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q lacks %q", stderr, want)
+		}
+	}
+	if strings.Count(stderr, "\n") > 0 || out.Len() > 0 {
+		t.Errorf("want one line on stderr and no report, got stderr %q, stdout %q", stderr, out.String())
+	}
+}

@@ -23,6 +23,29 @@ const DefaultPreflightTimeout = 30 * time.Second
 // is not fit to load, as opposed to a cancelled context.
 var ErrPreflight = errors.New("preflight")
 
+// ErrModelNotServed is wrapped, with ErrPreflight, by the error of Preflight
+// and Probe for a target whose /v1/models lists models but not the one
+// asked for.
+var ErrModelNotServed = errors.New("model not served")
+
+// notServedError says which model was asked for and which are served.
+type notServedError struct {
+	model, where string
+	ids          []string
+}
+
+func (e *notServedError) Error() string {
+	return fmt.Sprintf("model %q is not served by %s; it serves: %s", e.model, e.where, orNone(e.ids))
+}
+
+func (e *notServedError) Unwrap() error { return ErrModelNotServed }
+
+// notServed is the one-line error, the same from Preflight and Probe, for
+// a model that /v1/models (listing ids) does not serve.
+func notServed(model, where string, ids []string) error {
+	return fmt.Errorf("%w: %w", ErrPreflight, &notServedError{model: model, where: where, ids: ids})
+}
+
 // Preflight checks the target once, before any load, and says in one line
 // what is wrong with it:
 //   - it is reachable (the dial error otherwise);
@@ -65,7 +88,7 @@ func Preflight(ctx context.Context, cc client.Config, timeout time.Duration, log
 			return fail("%s: %v", where, err)
 		}
 		if !slices.Contains(ids, cc.Model) {
-			return fail("model %q is not served by %s; it serves: %s", cc.Model, where, orNone(ids))
+			return notServed(cc.Model, where, ids)
 		}
 	default:
 		// No /v1/models (404, or a proxy that does not route it): the
@@ -91,7 +114,7 @@ func Preflight(ctx context.Context, cc client.Config, timeout time.Duration, log
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ctx.Err()
 	case res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden:
-		return fail("%s refused the credentials (HTTP %d); %s", where, res.Status, keyHint(cc.APIKeyEnv))
+		return fail("%s refused the credentials (HTTP %d: %s); %s", where, res.Status, orEmptyBody(res.ServerMessage), keyHint(cc.APIKeyEnv))
 	case !res.OK():
 		return fail("a test completion to %s failed (%s): %v", where, res.Class, res.Err)
 	case res.TTFT <= 0:
@@ -99,6 +122,14 @@ func Preflight(ctx context.Context, cc client.Config, timeout time.Duration, log
 	}
 	logger.Debug("preflight passed", "target", where, "model", cc.Model, "ttft", res.TTFT)
 	return nil
+}
+
+// orEmptyBody is a server's message, or says there was none.
+func orEmptyBody(msg string) string {
+	if msg == "" {
+		return "(empty body)"
+	}
+	return msg
 }
 
 // keyHint says which variable holds the key, for a refused credential.

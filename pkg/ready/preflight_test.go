@@ -45,6 +45,23 @@ func preflightServer(t *testing.T, models []string, key string, complete http.Ha
 	return srv.URL
 }
 
+// completionAuthServer lists model to anyone but refuses every completion
+// with a 401 and its reason, as a gateway that guards only inference does.
+func completionAuthServer(t *testing.T, model string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, model)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"key expired for this deployment","type":"authentication_error","code":"invalid_api_key"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func streamOne(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"text\":\"ok\",\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
@@ -82,6 +99,8 @@ func TestPreflight(t *testing.T) {
 			wantErr: []string{"test completion", "failed"}},
 		{name: "refused key", url: preflightServer(t, []string{served}, testserve.APIKey, streamOne), model: served,
 			keyEnv: "FLEETBENCH_PREFLIGHT_UNSET", wantErr: []string{"refused the credentials (HTTP 401", "$FLEETBENCH_PREFLIGHT_UNSET"}},
+		{name: "completion refuses key", url: completionAuthServer(t, served), model: served,
+			keyEnv: "FLEETBENCH_PREFLIGHT_UNSET", wantErr: []string{"refused the credentials (HTTP 401: key expired for this deployment)", "$FLEETBENCH_PREFLIGHT_UNSET"}},
 		{name: "no content", url: preflightServer(t, []string{served}, "", streamNothing), model: served,
 			wantErr: []string{"streamed no content"}},
 		{name: "unreachable", url: "http://127.0.0.1:1", model: served,

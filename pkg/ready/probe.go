@@ -150,7 +150,9 @@ func (r *ProbeReport) Early(name string) (time.Duration, bool) {
 // (connection refused counts as not ready) until the model serves plus
 // cfg.Grace, or cfg.Timeout. It returns the report even when the model
 // never served; the error is only for a bad configuration or a canceled
-// ctx.
+// ctx. A model the server will never serve is a bad configuration: when a
+// completion answers 404 while /v1/models lists other models, Probe stops
+// at once with no report and the error Preflight gives (ErrModelNotServed).
 func Probe(ctx context.Context, cfg ProbeConfig, logger hclog.Logger) (*ProbeReport, error) {
 	cfg = cfg.withDefaults()
 	if logger == nil {
@@ -182,6 +184,7 @@ func Probe(ctx context.Context, cfg ProbeConfig, logger hclog.Logger) (*ProbeRep
 		cfg: cfg, t: t, log: log, since: since,
 		model:  make(chan string, 1),
 		okc:    make(chan string, 4),
+		wrong:  make(chan error, 1),
 		models: cfg.Client.Model,
 	}
 	if p.models != "" {
@@ -218,6 +221,10 @@ wait:
 			break wait
 		case <-pctx.Done():
 			break wait
+		case err := <-p.wrong:
+			cancel()
+			wg.Wait()
+			return nil, err
 		}
 	}
 	cancel()
@@ -248,6 +255,7 @@ type prober struct {
 	since  func(time.Time) time.Duration
 	model  chan string // the model to request, once known (buffered, 1)
 	okc    chan string // a signal's name on its first OK
+	wrong  chan error  // the model is not served (buffered, 1)
 	models string      // the configured model, "" when discovered
 }
 
@@ -285,6 +293,12 @@ func (p *prober) poll(ctx context.Context, r *SignalResult) {
 			if res.OK() && !ok {
 				err = errors.New("completion streamed no content")
 			}
+			if res.Class == client.ClassNotFound {
+				if werr := p.notServed(ctx); werr != nil {
+					p.wrong <- werr
+					return
+				}
+			}
 		case SignalModels:
 			var ids []string
 			var body []byte
@@ -319,6 +333,24 @@ func (p *prober) poll(ctx context.Context, r *SignalResult) {
 			return
 		}
 	}
+}
+
+// notServed returns the wrong-model error when the model was configured
+// and /v1/models answers with a list that lacks it: a completion's 404 is
+// then the model's name, not a server still starting. nil otherwise.
+func (p *prober) notServed(ctx context.Context) error {
+	if p.models == "" {
+		return nil
+	}
+	status, body, err := p.t.get(ctx, SignalModels)
+	if err != nil || status != http.StatusOK {
+		return nil
+	}
+	ids, err := decodeModels(body)
+	if err != nil || len(ids) == 0 || slices.Contains(ids, p.models) {
+		return nil
+	}
+	return notServed(p.models, client.RedactURL(p.cfg.Client.BaseURL), ids)
 }
 
 // listed reports whether ids include the model, or any model when none was

@@ -3,6 +3,10 @@ package ready
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -124,4 +128,43 @@ func TestProbeNeverServes(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", w, text.String())
 		}
 	}
+}
+
+// TestProbeWrongModel: a configured model the server does not list, while
+// completions for it answer 404, ends the probe at once with the
+// preflight's error and no report, long before its timeout.
+func TestProbeWrongModel(t *testing.T) {
+	url := completionNotFoundServer(t, "real")
+	start := time.Now()
+	rep, err := Probe(t.Context(), ProbeConfig{
+		Client:  client.Config{BaseURL: url, Model: "wrong"},
+		Timeout: time.Minute, Interval: 20 * time.Millisecond,
+	}, nil)
+	if rep != nil || !errors.Is(err, ErrModelNotServed) || !errors.Is(err, ErrPreflight) {
+		t.Fatalf("report %v, error %v; want no report and ErrModelNotServed", rep, err)
+	}
+	if want := `preflight: model "wrong" is not served by ` + url + "; it serves: real"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s, want seconds (the timeout is a minute)", took)
+	}
+}
+
+// completionNotFoundServer lists model and answers every completion with
+// vLLM's 404 for an unknown model.
+func completionNotFoundServer(t *testing.T, model string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, model)
+		case "/health", "/health/ready":
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"object":"error","message":"The model does not exist.","type":"NotFoundError","code":404}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
