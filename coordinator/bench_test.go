@@ -169,33 +169,14 @@ const scrapeEvery = 1000
 // measure that, where each report costs the coordinator its own read
 // system calls (two: gRPC reads until the socket is empty) and its ack its
 // own write.
-//
-// The proto-codec cases are the same-run A/B of serverCodec (the hand
-// written report decoder and ack, grpccodec.go): the coordinator served
-// with gRPC's standard proto codec instead, the plain path it must beat by
-// 20% of the coordinator's CPU per report to keep its place.
 func BenchmarkMerge100Agents(b *testing.B) {
-	b.Run("histograms", func(b *testing.B) { merge100Agents(b, false, false, false) })
-	b.Run("histograms-proto-codec", func(b *testing.B) { merge100Agents(b, false, false, true) })
-	b.Run("bare", func(b *testing.B) { merge100Agents(b, true, false, false) })
-	b.Run("histograms-conn-each", func(b *testing.B) { merge100Agents(b, false, true, false) })
-	b.Run("histograms-conn-each-proto-codec", func(b *testing.B) { merge100Agents(b, false, true, true) })
-	b.Run("bare-conn-each", func(b *testing.B) { merge100Agents(b, true, true, false) })
+	b.Run("histograms", func(b *testing.B) { merge100Agents(b, false, false) })
+	b.Run("bare", func(b *testing.B) { merge100Agents(b, true, false) })
+	b.Run("histograms-conn-each", func(b *testing.B) { merge100Agents(b, false, true) })
+	b.Run("bare-conn-each", func(b *testing.B) { merge100Agents(b, true, true) })
 }
 
-// protoCodecServer is the coordinator's server with gRPC's standard proto
-// codec: NewServer's interceptors without its codec (keepalive aside,
-// which a benchmark of seconds never exercises).
-func protoCodecServer(c *Coordinator) *grpc.Server {
-	s := grpc.NewServer(
-		grpc.ChainStreamInterceptor(tokenGuard{}.stream),
-		grpc.ChainUnaryInterceptor(tokenUnaryInterceptor("")),
-	)
-	c.Register(s)
-	return s
-}
-
-func merge100Agents(b *testing.B, bare, connEach, protoCodec bool) {
+func merge100Agents(b *testing.B, bare, connEach bool) {
 	likeTheCommand(b)
 	reg := prometheus.NewRegistry()
 	c, err := New(Config{
@@ -214,9 +195,6 @@ func merge100Agents(b *testing.B, bare, connEach, protoCodec bool) {
 	srv, err := c.NewServer(ServerConfig{})
 	if err != nil {
 		b.Fatal(err)
-	}
-	if protoCodec {
-		srv = protoCodecServer(c)
 	}
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()

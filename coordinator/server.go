@@ -44,7 +44,6 @@ func (c *Coordinator) NewServer(sc ServerConfig) (*grpc.Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainStreamInterceptor(tokenGuard{token: sc.Token}.stream),
 		grpc.ChainUnaryInterceptor(tokenUnaryInterceptor(sc.Token)),
-		grpc.ForceServerCodecV2(newServerCodec()),
 	}
 	if sc.CertFile != "" || sc.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(sc.CertFile, sc.KeyFile)

@@ -77,18 +77,13 @@ func WriteTable(w io.Writer, files []File, goals []Goal, pairs []Pair) error {
 	b.WriteString("| Path | Unit | Ours | Plain | Gain | Bar | Verdict | Run |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---|---|\n")
 	for _, p := range pairs {
-		ours, okA := latest(files, p.Package, p.Ours, p.Unit)
 		bar := "–"
 		if p.MinGain > 0 {
 			bar = fmt.Sprintf("%.0f%%", 100*p.MinGain)
 		}
-		if !okA {
+		ours, plain, ok := latestPair(files, p)
+		if !ok {
 			fmt.Fprintf(&b, "| %s | %s | – | – | – | %s | n/a | – |\n", cell(p.What), cell(p.Unit), bar)
-			continue
-		}
-		plain, okB := figureIn(ours.file, p.Package, p.Plain, p.Unit)
-		if !okB || plain == 0 {
-			fmt.Fprintf(&b, "| %s | %s | %s | – | – | %s | n/a | %s |\n", cell(p.What), cell(p.Unit), formatValue(ours.value), bar, runCell(ours.file))
 			continue
 		}
 		gain := 1 - ours.value/plain
@@ -115,10 +110,17 @@ func WriteTable(w io.Writer, files []File, goals []Goal, pairs []Pair) error {
 	return nil
 }
 
-// figureIn returns the value of unit for benchmark name in pkg in file f.
-func figureIn(f *File, pkg, name, unit string) (float64, bool) {
-	got, ok := latest([]File{*f}, pkg, name, unit)
-	return got.value, ok
+// latestPair returns both sides of p from the newest file that has both
+// (an A/B is only read within one run); plain is never 0.
+func latestPair(files []File, p Pair) (ours found, plain float64, ok bool) {
+	for i := len(files) - 1; i >= 0; i-- {
+		a, okA := latest(files[i:i+1], p.Package, p.Ours, p.Unit)
+		b, okB := latest(files[i:i+1], p.Package, p.Plain, p.Unit)
+		if okA && okB && b.value != 0 {
+			return a, b.value, true
+		}
+	}
+	return found{}, 0, false
 }
 
 // short drops the module path from an import path.
