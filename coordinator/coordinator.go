@@ -1,11 +1,3 @@
-// Package coordinator is fleetbench's coordinator: it accepts agents on one
-// gRPC stream each, shards the conversations of each stage across them,
-// opens and closes the measurement windows, and merges the agents' HDR
-// histograms into exact fleet-wide results.
-//
-// One goroutine (Run's loop) owns every piece of run state; gRPC streams
-// feed it through a channel and receive its messages through per-connection
-// queues. Generated protobuf types stop at the edge (server.go, convert.go).
 package coordinator
 
 import (

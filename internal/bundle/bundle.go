@@ -1,8 +1,3 @@
-// Package bundle moves a run's output directory off a cluster: the
-// coordinator serves it as a gzipped tar on its metrics port, and
-// `fleetbench fetch` downloads it through the API server and unpacks it.
-// The coordinator's image is distroless (no tar, no shell), so
-// `kubectl cp` cannot copy it.
 package bundle
 
 import (

@@ -1,5 +1,3 @@
-// Package cpu reads a process's CPU time and turns readings of it into
-// cores used.
 package cpu
 
 import (

@@ -1,5 +1,7 @@
-// Package kubejob runs a coordinator's agents as one Kubernetes Indexed
-// Job and watches them.
+// Package kubejob runs a coordinator's agents as one Kubernetes Indexed Job
+// and watches them. It owns the Job and what happens to its pods; it imports
+// no other fleetbench package, runs no load and reads no results. It must
+// not put the shared token in a log or an Event: pods read it from a Secret.
 //
 // Build turns a Config into the Job: completions = parallelism = the agent
 // count, podReplacementPolicy Failed, a per-index backoff limit, a pod

@@ -1,13 +1,3 @@
-// Package load is fleetbench's load engine. It drives conversations from a
-// workload.Source through a Streamer into a record.Recorder, either as a
-// closed loop (a fixed number of sessions, each with at most one turn in
-// flight) or as an open loop (conversations arriving at a rate from a
-// schedule fixed at the start, so coordinated omission shows as lag).
-//
-// Every turn is stamped with the measurement window in force when it was
-// sent; Watermark tells when a window has no turn left in flight, so an
-// agent can ship it. One goroutine runs each session; nothing spawns a
-// goroutine per token, and no lock is held across I/O.
 package load
 
 import (

@@ -1,16 +1,3 @@
-// Package prom exports fleetbench's load as Prometheus metrics that merge:
-// counters of requests, tokens and conversations, gauges of the level and
-// the sessions in flight, and TTFT, ITL, TPOT, E2E and schedule lag as
-// histograms with both classic and native buckets, so that
-// histogram_quantile over a sum across processes is correct.
-//
-// Load is fed record.Windows: the coordinator adds the counters of every
-// agent report it merges (the fleet-wide view) and its open windows'
-// merged histograms now and then (SetOpen), a single-engine run every
-// interval what its recorder drains. The histograms take HDR histograms at the
-// cost of their buckets (Histogram), not of their values. Every metric
-// is documented in docs/metrics.md. Nothing registers on a global
-// registry: constructors take a prometheus.Registerer.
 package loadmetrics
 
 import (

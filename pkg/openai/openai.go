@@ -1,9 +1,3 @@
-// Package openai holds the wire types of the OpenAI-compatible HTTP API that
-// fleetbench speaks as a client and that the built-in simulator serves:
-// chat completions, completions, streaming chunks, usage and error bodies.
-//
-// The types carry no behaviour and are safe to share between goroutines once
-// built; nothing in this package does I/O.
 package openai
 
 import "encoding/json"

@@ -1,15 +1,3 @@
-// Package ready decides when a serving stack is really ready to be measured,
-// and measures which of its readiness signals can be trusted.
-//
-// Gate is the wait after every routing-mode switch of a sweep: /health (when
-// the server has one), /v1/models listing the model, then K real streamed
-// completions in a row with stable TTFT, then a few short priming
-// conversations. A listed model is not a served model: Dynamo's frontend
-// lists a model as soon as a worker registers, before it can serve, and a
-// sweep that starts then measures the tail of a startup.
-//
-// Probe answers, with data from one startup, whether /v1/models (or
-// /health/ready) is a sound readiness probe for a given stack.
 package ready
 
 import (

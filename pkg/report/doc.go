@@ -1,7 +1,11 @@
-// Package report turns the measurements of a sweep (concurrency levels ×
-// routing modes × repeated runs) into the files people and dashboards read:
+// Package report turns the measurements of a sweep (concurrency levels x
+// routing modes x repeated runs) into the files people and dashboards read:
 // the sweep TSV, report.md, baseline.json, SVG charts, and per point
-// HdrHistogram interval logs and a vLLM-style result.json.
+// HdrHistogram interval logs and a vLLM-style result.json. It owns the
+// comparison across levels and modes; pkg/result owns one merged window's
+// outputs, which report reuses per point, and pkg/record the per-window
+// histograms it merges. It must not run load, switch modes or import the
+// sweep runner: it only reads the points it is handed.
 //
 // # Inputs
 //

@@ -1,15 +1,3 @@
-// Package sse reads Server-Sent Events (the text/event-stream format) from an
-// io.Reader with bounded memory.
-//
-// The reader follows the WHATWG event-stream parsing rules: comment lines
-// (":..."), multi-line data joined with "\n", the event, id and retry fields,
-// CRLF, CR and LF line endings, one optional space after the colon and a
-// leading byte-order mark. Input may be split across reads at any byte.
-//
-// Memory is bounded: a Reader starts with a small buffer and grows it only as
-// long lines demand, up to the limit given to NewReader. A longer line or a
-// larger event fails with ErrLineTooLong or ErrEventTooLong instead of
-// buffering it.
 package sse
 
 import (

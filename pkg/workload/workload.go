@@ -1,7 +1,3 @@
-// Package workload produces the conversations fleetbench sends: synthetic
-// document chats, ShareGPT files and scripted JSONL replays. Every
-// conversation is a pure function of (seed, conversation index), so two runs
-// with the same seed send the same user turns.
 package workload
 
 import (

@@ -1,6 +1,3 @@
-// Package testcert makes throw-away certificate authorities and server
-// certificates for tests of TLS connections on loopback. It is for tests
-// only: keys are short-lived and written unencrypted.
 package testcert
 
 import (

@@ -1,7 +1,3 @@
-// Package testserve holds the loopback servers and addresses tests of
-// several packages share: an OpenAI-style streaming server that checks
-// its key, and a free address for a command to listen on. Only tests
-// import it.
 package testserve
 
 import (

@@ -1,6 +1,9 @@
 // Package kubeswitch switches the routing mode of serving stacks that run in
-// Kubernetes, for fleetbench sweeps. It adds four switch kinds to pkg/sweep
-// (call Register once from main):
+// Kubernetes, for fleetbench sweeps. It owns the Kubernetes side of a switch
+// (patch, rollout, wait for Ready) and imports nothing of fleetbench's but
+// pkg/sweep; whether the model is served is the readiness gate's question,
+// not its. It adds four switch kinds to pkg/sweep (call Register once from
+// main):
 //
 //   - dynamo: sets an environment variable (DYN_ROUTER_MODE by default) of
 //     one service (Frontend by default) of an NVIDIA Dynamo
