@@ -88,8 +88,13 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 		b.str("Goodput SLO:", s.SLO.String())
 		b.float("SLO attainment (%):", 100*s.SLOAttainment)
 	}
-	if s.Balance.Workers > 0 {
+	if s.Balance.Workers > 0 || s.WorkerHeaderNote != "" {
 		b.rule("Workers (response header)", '-')
+		if s.WorkerHeaderNote != "" {
+			b.str("Worker header warning:", s.WorkerHeaderNote)
+		}
+	}
+	if s.Balance.Workers > 0 {
 		b.int("Workers:", int64(s.Balance.Workers))
 		if v := s.Balance.RequestSkew; v != nil {
 			b.float("Worker skew (max/mean requests):", *v)
@@ -99,6 +104,13 @@ func (s *Summary) writeAdditions(b *blockWriter) {
 		}
 		if v := s.Balance.TokenSkew; v != nil {
 			b.float("Worker skew (max/mean prompt tokens):", *v)
+		}
+	}
+	if len(s.FinishReasons) > 0 {
+		b.rule("Finish Reasons", '-')
+		b.str("Finish reasons:", finishText(s.FinishReasons))
+		if s.FinishWarning != "" {
+			b.str("Answers stopped early:", s.FinishWarning)
 		}
 	}
 	b.rule("KV Cache Reuse", '-')

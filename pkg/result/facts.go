@@ -26,6 +26,8 @@ type Load struct {
 	RequestRate, Burstiness float64
 	// Percentiles are the extra percentiles (nil: DefaultPercentiles).
 	Percentiles []float64
+	// WorkerHeader is the --worker-header asked for ("": none).
+	WorkerHeader string
 }
 
 // Facts returns the facts of a measurement from start to end whose
@@ -36,6 +38,6 @@ func (l Load) Facts(start, end time.Time, d time.Duration) Facts {
 	return Facts{
 		Duration: d, MaxConcurrency: l.MaxConcurrency, RequestRate: l.RequestRate, Burstiness: l.Burstiness,
 		Model: l.Model, Label: l.Label, Backend: l.Backend, Metadata: l.Metadata, Target: l.Target, Workload: l.Workload, Version: l.Version,
-		Start: start, End: end, Percentiles: l.Percentiles,
+		Start: start, End: end, Percentiles: l.Percentiles, WorkerHeader: l.WorkerHeader,
 	}
 }

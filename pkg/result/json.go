@@ -203,6 +203,7 @@ func (s *Summary) ownFields() object {
 		{"kv_hit_request_share", s.HitRequestShare},
 		{"total_cached_tokens", s.CachedTokens},
 		{"usage_missing", s.UsageMissing},
+		{"finish_reasons", finishFields(s.FinishReasons)},
 		{"ttft_by_turn", byTurn},
 		{"ttft_intended_p50_ms", s.TTFTIntendedP50},
 		{"ttft_intended_p99_ms", s.TTFTIntendedP99},
@@ -242,6 +243,12 @@ func (s *Summary) ownFields() object {
 			notes[i] = n
 		}
 		o = append(o, field{"agent_notes", notes})
+	}
+	if s.FinishWarning != "" {
+		o = append(o, field{"finish_warning", s.FinishWarning})
+	}
+	if s.WorkerHeaderNote != "" {
+		o = append(o, field{"worker_header_warning", s.WorkerHeaderNote})
 	}
 	if s.Server != nil {
 		o = append(o, serverFields(s.Server)...)

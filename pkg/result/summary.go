@@ -62,6 +62,9 @@ type Facts struct {
 	// AgentNotes says, one line each, which agents of a fleet failed, were
 	// lost or warned while the window was measured.
 	AgentNotes []string
+	// WorkerHeader is the --worker-header the run asked for ("" when
+	// none): a result says when no response carried it.
+	WorkerHeader string
 	// Server is what the serving stack's own /metrics said over the
 	// measured time (pkg/servermetrics); nil when it was not scraped, and then
 	// the block and result.json say nothing of it.
@@ -166,9 +169,16 @@ type Summary struct {
 
 	// Workers are the successful requests and prompt tokens per worker the
 	// responses named (--worker-header), and Balance their skew and CV;
-	// nil and zero when no response named one.
-	Workers map[string]*record.WorkerStat
-	Balance servermetrics.Balance
+	// nil and zero when no response named one. WorkerHeaderNote says when
+	// the asked Facts.WorkerHeader was never seen (WorkerHeaderNote).
+	Workers          map[string]*record.WorkerStat
+	Balance          servermetrics.Balance
+	WorkerHeaderNote string
+
+	// FinishReasons counts the successful requests by finish_reason, and
+	// FinishWarning says when most ended early (EarlyStopWarning).
+	FinishReasons []FinishCount
+	FinishWarning string
 
 	// KV cache reuse (client-side, from usage.prompt_tokens_details).
 	HitRate, HitRequestShare float64
@@ -269,6 +279,9 @@ func New(w *record.Window, f Facts) (*Summary, error) {
 		HitRequestShare:        w.HitRequestShare(),
 		Workers:                w.Workers,
 		Balance:                servermetrics.ClientBalance(w.Workers),
+		WorkerHeaderNote:       WorkerHeaderNote(f.WorkerHeader, c.WorkerHeaders, c.Requests),
+		FinishReasons:          finishCounts(c.FinishReasons),
+		FinishWarning:          EarlyStopWarning(c.FinishReasons),
 		CachedTokens:           c.CachedTokens,
 		UsageMissing:           c.UsageMissing,
 		LateSends:              c.LateSends,
