@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbench/fleetbench/internal/benchresult"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/sim"
 )
@@ -107,6 +108,7 @@ func TestCalibrate(t *testing.T) {
 	var sb strings.Builder
 	bad := Compare(&sb, pub, pts, tol)
 	t.Log("\n" + sb.String() + eachSweep(pub, o.Seed, each))
+	emitFigures(t, "Calibrate/wall", bad, pts)
 	for _, p := range pts {
 		if p.Failed > 0 {
 			t.Errorf("%s at %d sessions: %d failed turns", p.Mode, p.Sessions, p.Failed)
@@ -157,6 +159,7 @@ func TestCalibrateSimulated(t *testing.T) {
 	bad := Compare(&sb, pub, pts, tol)
 	t.Logf("simulated time, average of %d sweep(s) from seed %d, levels %v, %v of CPU time\n%s%s",
 		sweeps, o.Seed, o.Levels, time.Since(start).Round(time.Millisecond), sb.String(), eachSweep(pub, o.Seed, each))
+	emitFigures(t, "Calibrate/simulated", bad, pts)
 	for _, p := range pts {
 		if p.Failed > 0 {
 			t.Errorf("%s at %d sessions: %d failed turns", p.Mode, p.Sessions, p.Failed)
@@ -272,5 +275,23 @@ func simulatedRun(t *testing.T, levels []int) (*Published, Options) {
 		Modes:  []sim.Mode{sim.ModeKV, sim.ModeRoundRobin},
 		Warmup: 60 * time.Second, Window: 300 * time.Second, Prime: 120 * time.Second,
 		PromptTokens: pub.PromptTokens, MaxTokens: pub.MaxTokens, Seed: 1,
+	}
+}
+
+// emitFigures files a calibration's verdict for `make calibrate`'s results
+// file (benchresult.Emit): the figures out of tolerance, the failed turns
+// and the cells compared.
+func emitFigures(t *testing.T, name string, bad []string, pts []Point) {
+	t.Helper()
+	failed := 0
+	for _, p := range pts {
+		failed += p.Failed
+	}
+	if err := benchresult.Emit(benchresult.CalibratePackage, name,
+		benchresult.Metric{Value: float64(len(bad)), Unit: "out-of-tolerance"},
+		benchresult.Metric{Value: float64(failed), Unit: "failed-turns"},
+		benchresult.Metric{Value: float64(len(pts)), Unit: "points"},
+	); err != nil {
+		t.Errorf("record the calibration's figures: %v", err)
 	}
 }
