@@ -1,7 +1,3 @@
-// Package benchresult keeps benchmark figures as data: it parses the
-// output of `go test -bench`, attaches the command and the machine's facts,
-// writes one results file per run under bench/results, and regenerates the
-// table of the latest figures beside their goals (docs/benchmarks.md).
 package benchresult
 
 import (
