@@ -270,6 +270,7 @@ func (c RunConfig) resultLoad(target, model, source string) result.Load {
 		Target: target, Model: model, Workload: source, Version: c.Version,
 		Label: c.Label, Metadata: c.Metadata, Backend: result.BackendFor(c.Client.Endpoint),
 		RequestRate: c.Load.RequestRate, MaxConcurrency: c.Load.Concurrency, Percentiles: c.Percentiles,
+		WorkerHeader: c.Client.WorkerHeader,
 	}
 	if c.Load.OpenLoop() {
 		rl.MaxConcurrency, rl.Burstiness = c.Load.MaxConcurrency, c.Load.Burstiness

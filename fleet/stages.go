@@ -48,6 +48,7 @@ func WriteStages(w io.Writer, res *coordinator.Result, cfg coordinator.Config, o
 		load := result.Load{
 			Target: cfg.Spec.Target, Model: cfg.Spec.Model, Workload: cfg.Spec.Workload.Kind, Version: version,
 			Label: s.Mode, MaxConcurrency: s.Level, RequestRate: s.RequestRate, Backend: result.BackendFor(cfg.Spec.Endpoint),
+			WorkerHeader: cfg.Spec.WorkerHeader,
 		}
 		if s.RequestRate > 0 {
 			load.MaxConcurrency = 0

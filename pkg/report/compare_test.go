@@ -1,9 +1,11 @@
 package report
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fleetbench/fleetbench/pkg/result"
 	"github.com/fleetbench/fleetbench/pkg/servermetrics"
 )
 
@@ -110,5 +112,37 @@ func TestNoiseLineMissingMode(t *testing.T) {
 	}
 	if !strings.Contains(got, "At 60 sessions the TTFT p95 difference") {
 		t.Errorf("noise lines lack a compared level:\n%s", got)
+	}
+}
+
+// TestAnswerLines warns at the points where most answers stopped early,
+// says once how to get the intended lengths, and says the asked worker
+// header was never seen.
+func TestAnswerLines(t *testing.T) {
+	s := goldenSweep()
+	s.WorkerHeader = "X-Servd-By"
+	for i := range s.Points {
+		p := &s.Points[i]
+		p.Window.Counters.WorkerHeaders = map[string]int64{"X-Fleetbench-Worker": p.Window.Counters.Requests}
+		if p.Mode == "kv" && p.Level == 20 && p.Run == 1 {
+			p.Window.Counters.FinishReasons = map[string]int64{"stop": 85, "length": 15}
+		}
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := analyze(s).answerLines()
+	want := []string{
+		`Warning: run 1, kv at 20 sessions: 85% of answers ended with finish_reason "stop" before their max_tokens (stop 85, length 15): shorter than the workload asked for.`,
+		"To get the intended answer lengths (unless --natural-stop was meant), " + result.IgnoreEOSHint + ".",
+		"Warning: --worker-header X-Servd-By was never seen at 16 of 16 points (first, run 1, round_robin at 20 sessions: --worker-header X-Servd-By was never seen in 100 successful responses; workers were named by X-Fleetbench-Worker (100 responses)).",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("answer lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var b md
+	analyze(s).writeFinishReasons(&b)
+	if !strings.Contains(b.String(), "| kv | 20 | stop 85, length 115 |") {
+		t.Errorf("finish reasons table:\n%s", b.String())
 	}
 }

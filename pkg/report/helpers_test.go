@@ -27,7 +27,7 @@ func synthWindow(start time.Time, p95 time.Duration, hit float64, failed int) *r
 			Result: &client.Result{
 				Start: start.Add(time.Duration(i) * 100 * time.Millisecond), TTFB: ttft / 2, TTFT: ttft,
 				E2E: ttft + 75*time.Millisecond, ITL: itl, PromptTokens: 1000, OutputTokens: 4,
-				CachedTokens: cached, UsageReported: true,
+				CachedTokens: cached, UsageReported: true, FinishReason: "length",
 			}})
 	}
 	for i := range failed {

@@ -508,10 +508,12 @@ func (a *analysis) writeQuality(b *md) {
 	if len(lines) == 0 || (len(lines) == 1 && s.AlternatedOrder) {
 		lines = append(lines, "Every point has full coverage and none is marked degraded.")
 	}
+	lines = append(lines, a.answerLines()...)
 	for _, line := range lines {
 		b.WriteString("- " + line + "\n")
 	}
 	b.WriteString("\n")
+	a.writeFinishReasons(b)
 }
 
 // writeGoodput writes the goodput and SLO attainment per level and mode,

@@ -101,6 +101,9 @@ type Sweep struct {
 	// AlternatedOrder reports that the runner alternated the mode order
 	// between runs (A B, B A, ...).
 	AlternatedOrder bool
+	// WorkerHeader is the --worker-header the sweep asked for ("": none);
+	// the report says at which points no response carried it.
+	WorkerHeader string
 	// Points are the measurements, in any order.
 	Points []Point
 

@@ -127,7 +127,7 @@ func writeResult(path string, s *Sweep, p *Point) error {
 	load := result.Load{
 		Target: s.Target, Model: s.Model, Workload: s.Workload, Version: s.Version, Label: p.Mode,
 		Backend:        result.BackendFor(s.Endpoint),
-		MaxConcurrency: p.Level, RequestRate: p.RPS,
+		MaxConcurrency: p.Level, RequestRate: p.RPS, WorkerHeader: s.WorkerHeader,
 	}
 	sum, err := result.New(p.Window, load.Facts(p.MeasureStart, p.MeasureEnd, d))
 	if err != nil {

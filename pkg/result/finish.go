@@ -29,6 +29,10 @@ func finishCounts(m map[string]int64) []FinishCount {
 	return out
 }
 
+// FinishText is "stop 85, length 15": the non-zero counts of finish
+// (record.Counters.FinishReasons) in a fixed order.
+func FinishText(finish map[string]int64) string { return finishText(finishCounts(finish)) }
+
 // finishText is "stop 85, length 15".
 func finishText(fc []FinishCount) string {
 	parts := make([]string, len(fc))
@@ -50,18 +54,35 @@ const EarlyStopShare = 0.5
 // max_tokens and assume the server generates to it; with --natural-stop,
 // or a workload without lengths, stopping is expected.
 func EarlyStopWarning(finish map[string]int64) string {
+	if _, early := StoppedEarly(finish); !early {
+		return ""
+	}
 	var total int64
 	for _, n := range finish {
 		total += n
 	}
 	stop := finish["stop"]
-	if total == 0 || float64(stop) <= EarlyStopShare*float64(total) {
-		return ""
-	}
 	return fmt.Sprintf("%.0f%% of answers (%d of %d) ended with finish_reason \"stop\", before the max_tokens they were sent: "+
-		"they are shorter than the workload asked for (expected with --natural-stop). "+
-		"To get the intended lengths, send \"ignore_eos\": true in the request body (run: --extra-body '{\"ignore_eos\": true}'), "+
-		"which vLLM and SGLang accept", 100*float64(stop)/float64(total), stop, total)
+		"they are shorter than the workload asked for (expected with --natural-stop). To get the intended lengths, %s",
+		100*float64(stop)/float64(total), stop, total, IgnoreEOSHint)
+}
+
+// IgnoreEOSHint says how to make a server generate to max_tokens.
+const IgnoreEOSHint = `send "ignore_eos": true in the request body (run: --extra-body '{"ignore_eos": true}'), which vLLM and SGLang accept`
+
+// StoppedEarly reports whether most of the successful requests counted in
+// finish (record.Counters.FinishReasons) ended with finish_reason "stop",
+// and their share.
+func StoppedEarly(finish map[string]int64) (share float64, early bool) {
+	var total int64
+	for _, n := range finish {
+		total += n
+	}
+	if total == 0 {
+		return 0, false
+	}
+	share = float64(finish["stop"]) / float64(total)
+	return share, share > EarlyStopShare
 }
 
 // WorkerHeaderNote says, when --worker-header named asked and no

@@ -110,6 +110,7 @@ func Facts(spec *sweep.Spec, id, workload, version string) *report.Sweep {
 		ID: id, Model: spec.Model, Target: spec.Target, Workload: workload, Version: version, Endpoint: spec.Endpoint,
 		Modes: spec.ModeNames(), Baseline: base, Candidate: cand, Levels: append([]int(nil), spec.Levels...),
 		Runs: spec.Runs, SLA: spec.SLA.D(), FallbackSLA: spec.FallbackSLA.D(), AlternatedOrder: spec.Runs > 1,
+		WorkerHeader: spec.WorkerHeader,
 	}
 }
 
