@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
 	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/sweep/runner"
 )
@@ -325,5 +329,79 @@ func TestDemoSweepFile(t *testing.T) {
 	if !strings.Contains(stdout, "x 2 modes (kv, round_robin) x 4 levels") || !strings.Contains(stdout, "time scale 10") ||
 		!regexp.MustCompile(`estimated duration: [123]m`).MatchString(stdout) {
 		t.Errorf("demo plan:\n%s", stdout)
+	}
+}
+
+// switchStartsServer is a sweep whose exec switch is what brings the
+// server up: it leaves STARTED, and the test starts the server on TARGET
+// once it appears, as a switch that (re)starts a model server would.
+const switchStartsServer = `
+target: http://TARGET
+model: m
+workload:
+  prompt_tokens: 300
+  turns: 2
+  max_tokens: 8
+levels: [2]
+modes: [{name: only}]
+switch:
+  kind: exec
+  command: [sh, -c, 'touch STARTED; sleep 0.3']
+warmup: 0s
+measure: 1s
+snapshots: 1
+cooldown: 0s
+switch_estimate: 1s
+agents: 1
+readiness:
+  skip: true
+`
+
+// TestSweepPreflightAfterFirstSwitch: with nothing listening before the
+// sweep, a sweep whose switch starts the server succeeds: its preflight
+// checks the target after the first switch, not before it.
+func TestSweepPreflightAfterFirstSwitch(t *testing.T) {
+	dir := t.TempDir()
+	addr := testserve.FreeAddr(t)
+	started := filepath.Join(dir, "started")
+	spec := writeSweepFile(t, dir, strings.NewReplacer("TARGET", addr, "STARTED", started).Replace(switchStartsServer))
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})}
+	defer srv.Close()
+	served := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			served <- err
+			return
+		}
+		served <- nil
+		_ = srv.Serve(l)
+	}()
+	start := time.Now()
+	code, stdout, stderr := runCommand(t.Context(), "sweep", "-f", spec, "--out", filepath.Join(dir, "out"))
+	if code != exitOK {
+		t.Fatalf("exit %d after %s\nstdout:\n%s\nstderr:\n%s", code, time.Since(start), stdout, stderr)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("start the server after the switch: %v", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %s: the sweep waited for the target", took)
+	}
+	if _, rows := sweepTSV(t, filepath.Join(dir, "out")); len(rows) != 1 {
+		t.Errorf("rows %v, want the one level", rows)
 	}
 }

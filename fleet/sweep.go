@@ -69,9 +69,11 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 	}
 	// Before anything is created (an output directory, the agents' Job):
 	// a target that cannot serve ends the sweep now. The in-process
-	// simulator is not checked.
+	// simulator is not checked. A plan that switches modes first checks
+	// the target its first switch brings up instead (afterSwitch): the
+	// switch may be what starts the server.
 	keyRequired := false
-	if simCfg == nil && !spec.SkipPreflight {
+	if simCfg == nil && !spec.SkipPreflight && plan.Switches() == 0 {
 		if err := ready.WaitReachable(ctx, spec.ClientConfig(), StartWait, logger.Named("preflight")); err != nil {
 			return err
 		}
@@ -225,10 +227,20 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		})
 	}
 	fl := NewSweeper(Quiet(logger.Named("fleet")), fc, sm)
-	r, err := runner.New(runner.Config{
+	rcfg := runner.Config{
 		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
 		Restore: restore, OnStatus: onStatus, Logger: logger,
-	})
+	}
+	if simCfg == nil && !spec.SkipPreflight && plan.Switches() > 0 {
+		rcfg.Preflight = func(ctx context.Context) error {
+			plog := logger.Named("preflight")
+			if err := ready.WaitReachable(ctx, spec.ClientConfig(), StartWait, plog); err != nil {
+				return err
+			}
+			return ready.Preflight(ctx, spec.ClientConfig(), 0, plog)
+		}
+	}
+	r, err := runner.New(rcfg)
 	if err != nil {
 		return err
 	}

@@ -166,6 +166,10 @@ type Config struct {
 	// Restore switches the stack back to the mode it was in before the
 	// sweep (read with sweep.Current) once the sweep ends.
 	Restore bool
+	// Preflight, when set, is called once, after the plan's first switch
+	// and gate and before its first prime or level: it checks the target
+	// that switch brought up (ready.Preflight). Its error ends the run.
+	Preflight func(ctx context.Context) error
 	// OnStatus, when set, is called at every step, one call at a time
 	// (from Run's goroutine or the Fleet's).
 	OnStatus func(Status)
@@ -334,13 +338,35 @@ func (r *Runner) run(ctx context.Context, res *Result) error {
 	for i, sg := range segs {
 		levels[i] = sg.level
 	}
+	// The preflight runs once, where the target the first switch started
+	// is gated and about to take its first request.
+	preflight := r.cfg.Preflight
+	checkTarget := func(ctx context.Context) error {
+		if preflight == nil {
+			return nil
+		}
+		check := preflight
+		preflight = nil
+		if err := check(ctx); err != nil {
+			return fmt.Errorf("preflight after the first switch: %w", err)
+		}
+		return nil
+	}
 	hooks := Hooks{
 		Before: func(ctx context.Context, i int) error {
 			sg := segs[i]
 			for _, j := range sg.pre {
+				if steps[j].Kind == sweep.StepPrime {
+					if err := checkTarget(ctx); err != nil {
+						return fail(err)
+					}
+				}
 				if err := r.step(ctx, res, j, &rep, done); err != nil {
 					return fail(err)
 				}
+			}
+			if err := checkTarget(ctx); err != nil {
+				return fail(err)
 			}
 			lv := sg.level
 			st := steps[sg.first]

@@ -526,3 +526,60 @@ func TestRunModeWarmup(t *testing.T) {
 		t.Errorf("levels:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRunPreflightAfterFirstSwitch: the preflight hook runs once, after the
+// first switch and gate (which bring the target up) and before the first
+// prime; its error stops the sweep before any level.
+func TestRunPreflightAfterFirstSwitch(t *testing.T) {
+	t.Run("ok", func(t *testing.T) {
+		f := newFixture(false)
+		cfg := f.config(testSpec(), nil)
+		cfg.Preflight = func(context.Context) error { f.j.add("preflight"); return nil }
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got := f.j.get()
+		if want := []string{"switch kv", "gate", "preflight", "prime"}; !slices.Equal(got[:4], want) {
+			t.Errorf("first events %v, want %v", got[:4], want)
+		}
+		if n := slices.Index(got, "preflight"); slices.Contains(got[n+1:], "preflight") {
+			t.Errorf("preflight ran more than once:\n%s", strings.Join(got, "\n"))
+		}
+	})
+	t.Run("fails", func(t *testing.T) {
+		f := newFixture(false)
+		cfg := f.config(testSpec(), nil)
+		cfg.Preflight = func(context.Context) error { return errors.New("model not served") }
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Run(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "preflight after the first switch: model not served") {
+			t.Fatalf("error %v, want the preflight's", err)
+		}
+		if len(res.Points) != 0 || slices.Contains(f.j.get(), "prime") {
+			t.Errorf("the sweep went on after a failed preflight: %v", f.j.get())
+		}
+	})
+	t.Run("without gate", func(t *testing.T) {
+		f := newFixture(false)
+		cfg := f.config(testSpec(), nil)
+		cfg.Gate = nil
+		cfg.Preflight = func(context.Context) error { f.j.add("preflight"); return nil }
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.j.get(); !slices.Equal(got[:3], []string{"switch kv", "preflight", "measure run 1, kv at 10 sessions warmup 1s measure 3s/3"}) {
+			t.Errorf("first events %v", got[:3])
+		}
+	})
+}
