@@ -27,7 +27,8 @@ func (c *cli) probeCmd() *cobra.Command {
 		Short: "measure which readiness signal of a starting server can be trusted",
 		Long: "Polls /health, /health/ready, /v1/models and a one-token completion from a server's\n" +
 			"start and reports when each first succeeded and whether /v1/models said ready before\n" +
-			"the model could serve.",
+			"the model could serve. A --model the server does not serve (its completions answer 404\n" +
+			"while /v1/models lists other models) ends the probe at once with one line.",
 		Example: "  fleetbench probe --target http://127.0.0.1:8000 --timeout 10m --json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
