@@ -81,7 +81,7 @@ func (c *cli) reportCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&out, "out", "report", "directory to write report.md, baseline.json and the charts into")
 	fs.DurationVar(&sla, "sla", 0, "TTFT p95 SLA (default: the sweep's, else 400ms)")
-	fs.DurationVar(&fallback, "fallback-sla", 0, "fallback TTFT p95 threshold (default: the sweep's, else 450ms)")
+	fs.DurationVar(&fallback, "fallback-sla", 0, "looser TTFT p95 target, evaluated when the breakpoints at --sla do not tell the modes apart: the baseline fails --sla at its lowest level, or both modes cross it at the same level (default: the sweep's, else 450ms)")
 	fs.StringVar(&baseline, "baseline", "", "baseline mode (default: the sweep's, else round_robin)")
 	fs.StringVar(&candidate, "candidate", "", "candidate mode (default: the sweep's, else kv)")
 	fs.BoolVar(&png, "png", false, "also write the charts as PNG")

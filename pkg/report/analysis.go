@@ -84,8 +84,12 @@ func analyze(s *Sweep) *analysis {
 	}
 	a.primary = a.evaluate(s.SLA, func(c *cell) float64 { return c.pooled.TTFTP95 })
 	a.fallbackWhy = a.fallbackReason()
-	if a.fallbackWhy != "" && s.FallbackSLA != s.SLA {
+	if a.fallbackWhy != "" {
 		fb := a.evaluate(s.FallbackSLA, func(c *cell) float64 { return c.pooled.TTFTP95 })
+		if sameBreakpoints(a.primary, fb) {
+			// The same verdict again would be the same paragraph again.
+			fb.Headline = fmt.Sprintf("The breakpoints there are the same as at %s: the fallback does not tell the modes apart either.", fmtDur(s.SLA))
+		}
 		a.fallback = &fb
 	}
 	return a

@@ -146,3 +146,39 @@ func TestAnswerLines(t *testing.T) {
 		t.Errorf("finish reasons table:\n%s", b.String())
 	}
 }
+
+// TestNoParagraphTwice renders report.md for a sweep whose fallback
+// applies (and for the golden sweep) and finds no paragraph or list item
+// printed twice, bold or not.
+func TestNoParagraphTwice(t *testing.T) {
+	fallback := &Sweep{ID: "x", Modes: []string{"round_robin", "kv"}}
+	for i, l := range []int{20, 40, 60} {
+		fallback.Points = append(fallback.Points,
+			rowPoint(1, "round_robin", l, []float64{420, 440, 500}[i]),
+			rowPoint(1, "kv", l, []float64{200, 300, 430}[i]))
+	}
+	for name, s := range map[string]*Sweep{"fallback": fallback, "golden": goldenSweep()} {
+		t.Run(name, func(t *testing.T) {
+			if err := s.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			a := analyze(s)
+			if name == "fallback" && a.fallback == nil {
+				t.Fatal("the fallback does not apply")
+			}
+			var b md
+			a.writeMarkdown(&b, nil, t.TempDir())
+			seen := map[string]bool{}
+			for _, line := range strings.Split(b.String(), "\n") {
+				p := strings.Trim(strings.TrimPrefix(line, "- "), "*")
+				if p == "" || strings.HasPrefix(p, "|") || strings.HasPrefix(p, "#") {
+					continue
+				}
+				if seen[p] {
+					t.Errorf("printed twice: %q", p)
+				}
+				seen[p] = true
+			}
+		})
+	}
+}

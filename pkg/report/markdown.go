@@ -565,7 +565,7 @@ func (a *analysis) writeMethod(b *md) {
 		"Percentiles come from HDR histograms (3 significant figures). Across runs they are read from the merged histograms, never averaged, unless only TSVs were given; the per-run spread is shown separately.",
 		"Breakpoint: the highest level before the first level whose TTFT p95 exceeds the SLA; \"None\" when the lowest level already exceeds it.",
 		fmt.Sprintf("\"X%% more concurrent sessions\" = (%s breakpoint − %s breakpoint) / %s breakpoint.", a.s.Candidate, a.s.Baseline, a.s.Baseline),
-		fmt.Sprintf("Fallback: when %s exceeds the SLA at its lowest level, or no mode crosses it within the range, the breakpoints are also evaluated at the fallback threshold (%s).", a.s.Baseline, fmtDur(a.s.FallbackSLA)),
+		fmt.Sprintf("Fallback: the breakpoints at the fallback threshold (%s) are %s.", fmtDur(a.s.FallbackSLA), FallbackRule),
 		"Run-to-run noise: Welch's two-sided t-test at 5% on per-run values; intervals are Student t 95% intervals.",
 	}
 	for _, line := range lines {

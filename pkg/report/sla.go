@@ -90,9 +90,10 @@ type Verdict struct {
 // the fallback rule applies, at the fallback threshold.
 type Outcome struct {
 	Primary Verdict
-	// Fallback is nil unless the baseline exceeds the SLA at its lowest
-	// level or no mode crosses the SLA within the range; FallbackReason
-	// then says which.
+	// Fallback is nil unless the breakpoints at the SLA do not tell the
+	// modes apart (FallbackRule); FallbackReason then says why. When the
+	// fallback gives the same breakpoints, its Headline says so rather
+	// than repeat the primary one.
 	Fallback       *Verdict
 	FallbackReason string
 }
@@ -139,25 +140,50 @@ func (a *analysis) evaluate(sla time.Duration, p95 func(*cell) float64) slaEval 
 // slaEval is the internal name of a Verdict.
 type slaEval = Verdict
 
-// fallbackReason returns why the fallback threshold applies, or "".
+// fallbackReason returns why the fallback threshold is evaluated, or "".
+// The rule (--fallback-sla's help and report.md's methodology say the
+// same): the fallback is evaluated when the breakpoints at --sla do not
+// tell the baseline and the candidate apart, that is when the baseline
+// has no level at or under --sla (None: no gain relative to it exists),
+// or when both modes cross --sla at the same level (a tie). It is not
+// evaluated when neither mode crosses --sla in the range (a looser
+// threshold cannot cross where the tighter one did not), when either mode
+// was not measured, or when the fallback is not looser than --sla.
 func (a *analysis) fallbackReason() string {
-	b := a.primary.Baseline
-	if b.None() {
+	if a.s.FallbackSLA <= a.s.SLA {
+		return ""
+	}
+	b, c := a.primary.Baseline, a.primary.Candidate
+	switch {
+	case !b.Measured || !c.Measured:
+		return ""
+	case b.None():
 		return fmt.Sprintf("%s already exceeds %s at the lowest level (%d)", b.Mode, fmtDur(a.s.SLA), b.Lowest)
-	}
-	crossed, any := false, false
-	highest := 0
-	for _, bp := range a.primary.Breakpoints {
-		if bp.Measured {
-			any = true
-			highest = max(highest, bp.Highest)
-		}
-		crossed = crossed || bp.Crossed()
-	}
-	if any && !crossed {
-		return fmt.Sprintf("no mode crosses %s within the range (up to %d)", fmtDur(a.s.SLA), highest)
+	case b.Crossed() && c.Crossed() && b.Level == c.Level:
+		return fmt.Sprintf("%s and %s tie at %s (both stay under it up to %d sessions)", c.Mode, b.Mode, fmtDur(a.s.SLA), b.Level)
 	}
 	return ""
+}
+
+// FallbackRule is the rule fallbackReason applies, in words, for help
+// texts and the report's methodology.
+const FallbackRule = "evaluated when the breakpoints at the SLA do not tell the modes apart: " +
+	"the baseline exceeds the SLA already at its lowest level, or both modes cross it at the same level; " +
+	"not when neither mode crosses the SLA in the range, as a looser threshold cannot cross where the SLA did not"
+
+// sameBreakpoints reports whether v and w put every mode's breakpoint
+// at the same level, failing first at the same level.
+func sameBreakpoints(v, w Verdict) bool {
+	if len(v.Breakpoints) != len(w.Breakpoints) {
+		return false
+	}
+	for i, b := range v.Breakpoints {
+		o := w.Breakpoints[i]
+		if b.Mode != o.Mode || b.Measured != o.Measured || b.Level != o.Level || b.FirstFailure != o.FirstFailure {
+			return false
+		}
+	}
+	return true
 }
 
 // fmtDur spells a threshold in milliseconds ("400 ms").

@@ -65,6 +65,8 @@ func TestEvaluate(t *testing.T) {
 		headline      string
 		fallbackWhy   string // "" means no fallback
 		fallbackLevel map[string]int
+		// fallbackHeadline, when set, is the fallback's whole headline.
+		fallbackHeadline string
 	}{
 		{
 			name: "normal crossing", s: sweep([]float64{300, 420, 500}, []float64{200, 300, 410}),
@@ -81,9 +83,24 @@ func TestEvaluate(t *testing.T) {
 		{
 			name: "nobody crosses", s: sweep([]float64{100, 200, 300}, []float64{90, 150, 200}),
 			base: "60", cand: "60", gain: math.NaN(),
-			headline:      "Both kv and round_robin stay under the SLA (TTFT p95 ≤ 400 ms) up to 60 sessions, the highest level tested: no breakpoint in range. At 60 sessions kv against round_robin: TTFT p50 100.0 ms against 150.0 ms (33% lower), TTFT p95 200.0 ms against 300.0 ms (33% lower), output throughput 100.0 against 100.0 tok/s (no difference).",
-			fallbackWhy:   "no mode crosses 400 ms within the range (up to 60)",
-			fallbackLevel: map[string]int{"round_robin": 60, "kv": 60},
+			headline: "Both kv and round_robin stay under the SLA (TTFT p95 ≤ 400 ms) up to 60 sessions, the highest level tested: no breakpoint in range. At 60 sessions kv against round_robin: TTFT p50 100.0 ms against 150.0 ms (33% lower), TTFT p95 200.0 ms against 300.0 ms (33% lower), output throughput 100.0 against 100.0 tok/s (no difference).",
+			// A looser threshold cannot cross where the SLA did not: no
+			// fallback.
+		},
+		{
+			name: "tie at the SLA", s: sweep([]float64{300, 440, 500}, []float64{300, 410, 440}),
+			base: "20", cand: "20", gain: 0,
+			headline:      "kv supports as many concurrent sessions as round_robin at the same SLA (TTFT p95 ≤ 400 ms): 20 sessions each. At 20 sessions kv against round_robin: TTFT p50 150.0 ms against 150.0 ms (no difference), TTFT p95 300.0 ms against 300.0 ms (no difference), output throughput 100.0 against 100.0 tok/s (no difference).",
+			fallbackWhy:   "kv and round_robin tie at 400 ms (both stay under it up to 20 sessions)",
+			fallbackLevel: map[string]int{"round_robin": 40, "kv": 60},
+		},
+		{
+			name: "fallback gives the same breakpoints", s: sweep([]float64{500, 600, 700}, []float64{460, 500, 600}),
+			base: "None", cand: "None", gain: math.NaN(),
+			headline:         "Neither kv nor round_robin meets the SLA (TTFT p95 ≤ 400 ms) at any level tested, from 20 sessions up: no breakpoint in range. At 20 sessions kv against round_robin: TTFT p50 230.0 ms against 250.0 ms (8% lower), TTFT p95 460.0 ms against 500.0 ms (8% lower), output throughput 100.0 against 100.0 tok/s (no difference).",
+			fallbackWhy:      "round_robin already exceeds 400 ms at the lowest level (20)",
+			fallbackLevel:    map[string]int{"round_robin": 0, "kv": 0},
+			fallbackHeadline: "The breakpoints there are the same as at 400 ms: the fallback does not tell the modes apart either.",
 		},
 		{
 			name: "both None", s: sweep([]float64{500, 600, 700}, []float64{450, 500, 600}),
@@ -111,8 +128,7 @@ func TestEvaluate(t *testing.T) {
 			name: "baseline missing", s: sweep(nil, []float64{100, 200, 300}),
 			base: "not measured", cand: "60", gain: math.NaN(),
 			headline: "No comparison at TTFT p95 ≤ 400 ms: the sweep has no data for round_robin.",
-			// Nobody crosses, so the fallback applies.
-			fallbackWhy: "no mode crosses 400 ms within the range (up to 60)",
+			// No threshold compares a mode not measured: no fallback.
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +157,13 @@ func TestEvaluate(t *testing.T) {
 					if want, ok := tt.fallbackLevel[b.Mode]; ok && b.Level != want {
 						t.Errorf("fallback breakpoint of %s = %d, want %d", b.Mode, b.Level, want)
 					}
+				}
+				if tt.fallbackHeadline != "" && o.Fallback.Headline != tt.fallbackHeadline {
+					t.Errorf("fallback headline\n got %q\nwant %q", o.Fallback.Headline, tt.fallbackHeadline)
+				}
+				// Never the primary verdict again, threshold aside.
+				if strings.ReplaceAll(o.Fallback.Headline, fmtDur(o.Fallback.SLA), fmtDur(v.SLA)) == v.Headline {
+					t.Errorf("fallback repeats the headline: %q", o.Fallback.Headline)
 				}
 			}
 			if strings.Contains(v.Headline, "NaN") || strings.Contains(v.Headline, "Inf") {

@@ -5,14 +5,13 @@ import (
 	"math"
 )
 
-// summaryLines are the results summary in plain words.
+// summaryLines are the results summary in plain words. The headline and
+// the fallback's verdict are not repeated: the Headline section above
+// says them.
 func (a *analysis) summaryLines() []string {
 	s := a.s
 	base, cand := s.Baseline, s.Candidate
-	out := []string{a.primary.Headline}
-	if a.fallback != nil {
-		out = append(out, fmt.Sprintf("At the fallback threshold of %s: %s", fmtDur(s.FallbackSLA), a.fallback.Headline))
-	}
+	var out []string
 
 	var common []int
 	for _, l := range a.levels {

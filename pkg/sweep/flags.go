@@ -132,7 +132,7 @@ func AddFlags(fs *pflag.FlagSet, s *Spec) {
 	fs.IntVar(&s.Snapshots, "snapshots", s.Snapshots, "equal parts of the measurement window reported separately")
 	dur(&s.ModeWarmup, "mode-warmup", "before each mode's first level, run the highest level unmeasured for this long (0: none)")
 	dur(&s.SLA, "sla", "TTFT p95 target: the highest level that meets it is the mode's breakpoint")
-	dur(&s.FallbackSLA, "fallback-sla", "looser TTFT p95 target used when no level meets --sla")
+	dur(&s.FallbackSLA, "fallback-sla", "looser TTFT p95 target, evaluated when the breakpoints at --sla do not tell the modes apart: the baseline fails --sla at its lowest level, or both modes cross it at the same level")
 	dur(&s.SwitchEstimate, "switch-estimate", "expected time of a switch plus readiness, for the plan's estimate")
 	flags.Group(fs, flags.GroupSweep, "modes", "baseline", "candidate", "runs", "mode-warmup", "snapshots", "sla", "fallback-sla", "switch-estimate")
 	fs.StringVar(&s.Output, "out", s.Output, "output directory")

@@ -103,8 +103,8 @@ type Spec struct {
 	// Cooldown is an idle pause after every level.
 	Cooldown Duration `json:"cooldown"`
 	// SLA is the TTFT target reports use to find the highest level that
-	// meets it; FallbackSLA is the looser target used when no level meets
-	// SLA.
+	// meets it; FallbackSLA is the looser target also evaluated when the
+	// breakpoints at SLA do not tell the modes apart (report.FallbackRule).
 	SLA         Duration `json:"sla"`
 	FallbackSLA Duration `json:"fallback_sla"`
 	// SwitchEstimate is the time a mode switch plus readiness plus priming
