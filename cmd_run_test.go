@@ -364,36 +364,47 @@ const contextLengthMessage = "This model's maximum context length is 1024 tokens
 // whose every stream carries a coded error object, classes the failures by
 // the code (400: bad_request), prints the server's whole message in its one
 // reason line, and leaves result.json marked stopped with that message in
-// its top errors.
+// its top errors: on one engine and on agents.
 func TestRunFailFastKeepsResult(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: {\"error\": {\"message\": %q, \"type\": \"BadRequestError\", \"code\": 400}}\n\n", contextLengthMessage)
 	}))
 	defer srv.Close()
-	dir := t.TempDir()
-	code, stdout, stderr := runCommand(t.Context(), "--log-level", "error", "run", "--target", srv.URL, "--model", "m",
-		"--concurrency", "2", "--warmup", "10s", "--duration", "1m", "--skip-preflight", "--fail-fast", "500ms", "--out", dir)
-	if code != exitAllFailed {
-		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitAllFailed, stdout, stderr)
-	}
-	if !strings.Contains(stderr, "all bad_request") || !strings.Contains(stderr, contextLengthMessage) {
-		t.Errorf("stderr lacks the class or the whole message:\n%s", stderr)
-	}
-	res := readResult(t, dir)
-	stopped, _ := res["stopped"].(string)
-	if res["interrupted"] != true || !strings.Contains(stopped, contextLengthMessage) {
-		t.Errorf("result.json interrupted %v, stopped %q: want true and the whole message", res["interrupted"], stopped)
-	}
-	if res["failed"].(float64) == 0 || res["completed"].(float64) != 0 {
-		t.Errorf("failed %v completed %v, want failures only", res["failed"], res["completed"])
-	}
-	top, _ := res["top_errors"].([]any)
-	if len(top) == 0 {
-		t.Fatalf("result.json has no top errors: %v", res)
-	}
-	first, _ := top[0].(map[string]any)
-	if first["class"] != "bad_request" || first["example"] != contextLengthMessage {
-		t.Errorf("top error %v, want class bad_request with the whole message", first)
+	for _, tt := range []struct {
+		name  string
+		extra []string
+	}{
+		{name: "engine"},
+		{name: "agents", extra: []string{"--agents", "2"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"--log-level", "error", "run", "--target", srv.URL, "--model", "m",
+				"--concurrency", "2", "--warmup", "10s", "--duration", "1m", "--skip-preflight", "--fail-fast", "500ms", "--out", dir}, tt.extra...)
+			code, stdout, stderr := runCommand(t.Context(), args...)
+			if code != exitAllFailed {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitAllFailed, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "all bad_request") || !strings.Contains(stderr, contextLengthMessage) {
+				t.Errorf("stderr lacks the class or the whole message:\n%s", stderr)
+			}
+			res := readResult(t, dir)
+			stopped, _ := res["stopped"].(string)
+			if res["interrupted"] != true || !strings.Contains(stopped, contextLengthMessage) {
+				t.Errorf("result.json interrupted %v, stopped %q: want true and the whole message", res["interrupted"], stopped)
+			}
+			if res["failed"].(float64) == 0 || res["completed"].(float64) != 0 {
+				t.Errorf("failed %v completed %v, want failures only", res["failed"], res["completed"])
+			}
+			top, _ := res["top_errors"].([]any)
+			if len(top) == 0 {
+				t.Fatalf("result.json has no top errors: %v", res)
+			}
+			first, _ := top[0].(map[string]any)
+			if first["class"] != "bad_request" || first["example"] != contextLengthMessage {
+				t.Errorf("top error %v, want class bad_request with the whole message", first)
+			}
+		})
 	}
 }

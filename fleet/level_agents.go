@@ -85,6 +85,13 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 		fc.OnMeasureSpan = ss.schedule
 	}
 	res, runErr := Run(ctx, Quiet(logger.Named("fleet")), fc)
+	if errors.Is(runErr, ErrAllFailed) {
+		// Nothing worth measuring: every request failed the same way. What
+		// was seen is kept, marked, for the server's messages.
+		rl := c.resultLoad(target, model, src.Name())
+		rl.MaxConcurrency, rl.Burstiness = stage.Level, 0
+		return nil, r.keepFleetStopped(res, rl, runErr, env.closeRequestLog())
+	}
 	interrupted := ctx.Err() != nil
 	var early *result.ThresholdError
 	if errors.As(runErr, &early) {
