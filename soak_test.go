@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleetbench/fleetbench/internal/benchresult"
 )
 
 // soakPlan is one soak's size.
@@ -290,6 +292,23 @@ var reportsSentRE = regexp.MustCompile(`agent done: .*reports_sent=(\d+) reports
 // faults, and no process grows.
 func TestSoak(t *testing.T) {
 	plan := soakPlanFromEnv(t)
+	// The verdict and figures for `make soak`'s results file (see
+	// benchresult.Emit), written when the test ends, failed or not.
+	figures := map[string]float64{"sessions": float64(plan.sessions), "measure-s": plan.measure.Seconds()}
+	t.Cleanup(func() {
+		figures["failures"] = 0
+		if t.Failed() {
+			figures["failures"] = 1
+		}
+		var ms []benchresult.Metric
+		for unit, v := range figures {
+			ms = append(ms, benchresult.Metric{Value: v, Unit: unit})
+		}
+		slices.SortFunc(ms, func(a, b benchresult.Metric) int { return strings.Compare(a.Unit, b.Unit) })
+		if err := benchresult.Emit(benchresult.SoakPackage, "Soak", ms...); err != nil {
+			t.Errorf("record the soak's figures: %v", err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), plan.measure+5*time.Minute)
 	defer cancel()
 	env := map[string]string{tokenEnv: "soak-token"}
@@ -528,6 +547,7 @@ func TestSoak(t *testing.T) {
 		if byID[id] != sent {
 			t.Errorf("%s (%s): sent %d reports, the windows applied %d", a.name, id, sent, byID[id])
 		}
+		figures["unacked-reports"] += float64(unacked)
 		if unacked != 0 {
 			t.Errorf("%s: %d reports never acked", a.name, unacked)
 		}
@@ -594,6 +614,9 @@ func TestSoak(t *testing.T) {
 	// single readings, three in 51 once the worker restart had lined the
 	// sessions up): at most 5% of the seconds outside the faults may fall
 	// below the bar or go unmeasured, and none may be empty.
+	if total > 0 {
+		figures["in-flight-seconds-%"] = 100 * float64(kept) / float64(total)
+	}
 	if total == 0 || total == unmeasured || float64(total-kept) > 0.05*float64(total) || worst.inFlight == 0 {
 		t.Errorf("in flight below 95%% of %d sessions in %d of %d seconds outside the faults (%d of them unmeasured)", plan.sessions, total-kept, total, unmeasured)
 	}
@@ -608,7 +631,9 @@ func TestSoak(t *testing.T) {
 	// not judged: the file part is the binary's pages (flat from the
 	// first minute), the anonymous part the heap RSS already follows.
 	judgeRSS := plan.measure >= 5*time.Minute
-	growth := func(name string, judged bool, get func(soakSample) (float64, bool)) {
+	// growth judges one figure; a judged one's growth in percent also goes
+	// to figures under unit, the most of any process.
+	growth := func(name, unit string, judged bool, get func(soakSample) (float64, bool)) {
 		var q3, q4 []float64
 		for _, s := range samples {
 			v, ok := get(s)
@@ -630,6 +655,9 @@ func TestSoak(t *testing.T) {
 		t.Logf("%s: %.0f then %.0f (%+.1f%%)", name, m3, m4, 100*(m4-m3)/m3)
 		if !judged {
 			return
+		}
+		if g, ok := figures[unit]; !ok || 100*(m4-m3)/m3 > g {
+			figures[unit] = 100 * (m4 - m3) / m3
 		}
 		if m4 > 1.10*m3+8 { // +8: a few descriptors or goroutines of slack on small counts
 			t.Errorf("%s grew from %.0f to %.0f over the last half", name, m3, m4)
@@ -662,11 +690,11 @@ func TestSoak(t *testing.T) {
 		t.Logf("memory at %s (RSS/GC target MiB (heap in use + free heap kept + stacks + runtime, outside; RSS anonymous and file-backed)), %d in flight (%d of %d readings):%s", s.at.Round(time.Second), s.inFlight, s.read, s.read+s.failed, b.String())
 	}
 	for _, n := range names {
-		growth(n+" RSS KiB", judgeRSS, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.rss), ok })
-		growth(n+" RSS anonymous KiB", false, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.anon), ok })
-		growth(n+" RSS file-backed KiB", false, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.file), ok })
-		growth(n+" open files", true, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.fds), ok })
-		growth(n+" goroutines", true, func(s soakSample) (float64, bool) { v, ok := s.goroutine[n]; return v, ok })
+		growth(n+" RSS KiB", "rss-growth-%", judgeRSS, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.rss), ok })
+		growth(n+" RSS anonymous KiB", "", false, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.anon), ok })
+		growth(n+" RSS file-backed KiB", "", false, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.file), ok })
+		growth(n+" open files", "open-files-growth-%", true, func(s soakSample) (float64, bool) { p, ok := s.procs[n]; return float64(p.fds), ok })
+		growth(n+" goroutines", "goroutines-growth-%", true, func(s soakSample) (float64, bool) { v, ok := s.goroutine[n]; return v, ok })
 	}
 	for _, f := range faults {
 		t.Logf("fault at %s: %s", f.at.Round(time.Second), f.name)
