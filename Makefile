@@ -125,41 +125,52 @@ endef
 # bench_run N runs the rest of the line as the run's Nth benchmark command.
 bench_run = $(BENCHTABLE) exec -part $(BENCH_PARTS)/$(1).json --
 
-# bench_record writes the run's results file and regenerates the table.
+# bench_or_note, after a bench_run line, notes its failure and goes on: one
+# failing benchmark does not cost the run's other figures.
+bench_or_note = || echo "$(1)" >> $(BENCH_PARTS)/failed
+
+# bench_record writes the run's results file and regenerates the table,
+# then fails if a command failed.
 define bench_record
 $(BENCHTABLE) record -out bench/results $(BENCH_PARTS)/*.json
 $(BENCHTABLE) table
+@if [ -s $(BENCH_PARTS)/failed ]; then echo "failed benchmark commands: $$(cat $(BENCH_PARTS)/failed)"; exit 1; fi
 endef
 
 .PHONY: bench
 bench: ## run the benchmarks, write bench/results/*.json and regenerate docs/benchmarks.md (about 25 minutes)
 	$(bench_start)
 	@# Hot-path micro benchmarks at the default bench time.
-	$(call bench_run,01) $(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$')
+	$(call bench_run,01) $(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$') $(call bench_or_note,01)
 	@# The live view's cost as whole runs: 3,200 sessions bare and with the dashboard open and
 	@# /metrics scraped every second, 20 alternating pairs of 10 s windows, each run a process of its own (~16 min).
-	$(call bench_run,02) $(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m .
+	$(call bench_run,02) $(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m . $(call bench_or_note,02)
 	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, 500
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
 	@# report) are the coordinator's alone, with and without histograms, over one shared connection
 	@# and with a connection per agent as deployed (-conn-each).
-	$(call bench_run,03) $(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/
+	$(call bench_run,03) $(GO) test -run='^$$' -bench='Merge100Agents' -benchmem -benchtime=500x ./coordinator/ $(call bench_or_note,03)
 	@# One report's merge at the coordinator and what the Prometheus load metrics add to it.
-	$(call bench_run,04) $(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/
+	$(call bench_run,04) $(GO) test -run='^$$' -bench='MergeReport|ReportMetrics' -benchmem -benchtime=2000x ./coordinator/ $(call bench_or_note,04)
 	@# One pass each of the 1,000-, 2,000- and 8,000-session load runs, net/http and encoding/json at
 	@# 2,000 (client=nethttp: the plain path's A/B) and the 8,000-session epoll floor.
-	$(call bench_run,05) $(GO) test -run='^$$' -bench=ClosedLoop -benchmem -benchtime=1x -timeout 30m ./pkg/load/
+	$(call bench_run,05) $(GO) test -run='^$$' -bench=ClosedLoop -benchmem -benchtime=1x -timeout 30m ./pkg/load/ $(call bench_or_note,05)
 	@# The agent at the floor (issue 15): fleetbench's engine beside the epoll floor client at 1,000 to
 	@# 8,000 sessions, 3 runs each in alternating order (about 6 min); ratios are medians of per-run
 	@# ratios. Quick: FLEETBENCH_FLOOR_LEVELS=1000,2000 FLEETBENCH_FLOOR_RUNS=1 FLEETBENCH_FLOOR_SECONDS=3.
 	@# The criterion's own spread: FLEETBENCH_FLOOR_SELF=1 runs the floor against itself (A/A).
 	@# A run past the knee (a client serving under 98% of the demand) logs each client's share and
 	@# the wait Little's law gives for it, which the added TTFT then follows.
-	$(call bench_run,06) $(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/
+	$(call bench_run,06) $(GO) test -run='^$$' -bench=FloorRatio -benchtime=1x -timeout 30m ./pkg/load/ $(call bench_or_note,06)
 	@# The simulator at 8,000 streams, then a bare net/http server streaming the same events at the same
 	@# pace to the same client (floor-cpu-*: what this machine charges for the writes alone).
-	$(call bench_run,07) $(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/
+	$(call bench_run,07) $(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout 30m ./pkg/sim/ $(call bench_or_note,07)
 	$(bench_record)
+
+.PHONY: bench-bundle
+bench-bundle: ## build out/bench-bundle(.tar.gz), the benchmarks for a bigger Linux machine without Go (scripts/bench-bundle.sh), and run it here in --quick mode (~4 min)
+	scripts/bench-bundle.sh out/bench-bundle
+	out/bench-bundle/run.sh --quick
 
 .PHONY: soak
 soak: ## 8,000 sessions for 20 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~24 min); writes bench/results/*.json
