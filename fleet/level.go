@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +17,8 @@ import (
 	"github.com/fleetbench/fleetbench/pkg/hdr"
 	"github.com/fleetbench/fleetbench/pkg/load"
 	"github.com/fleetbench/fleetbench/pkg/loadmetrics"
-	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
-	"github.com/fleetbench/fleetbench/pkg/report"
 	"github.com/fleetbench/fleetbench/pkg/result"
-	"github.com/fleetbench/fleetbench/pkg/sim"
 	"github.com/fleetbench/fleetbench/pkg/ui"
 	"github.com/fleetbench/fleetbench/pkg/workload"
 )
@@ -74,109 +69,60 @@ type levelRun struct {
 	stdout, stderr io.Writer
 }
 
-// runEnv is what both kinds of run set up before the load starts: the
-// output directory, the target (the in-process simulator when the config
-// has none) and the optional request log.
-type runEnv struct {
-	target, model string
-	// reqLog is nil without SaveRequests.
-	reqLog *result.RequestLog
-	sim    *sim.Sim
-}
-
-// setUp prepares a run's environment; the caller must Close it.
-func (r *levelRun) setUp(ctx context.Context) (_ *runEnv, err error) {
+// run is the single-engine run, in named steps: show the progress, set up
+// the environment, build the engine, schedule the server's metrics, run
+// the load with its watchers, then write what it measured.
+func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	c := r.cfg
-	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output directory: %w", err)
-	}
-	env := &runEnv{target: c.Client.BaseURL, model: c.Client.Model}
-	defer func() {
-		if err != nil {
-			env.Close()
-		}
-	}()
-	if env.target == "" {
-		if env.sim, err = r.startSim(ctx); err != nil {
-			return nil, err
-		}
-		env.target, env.model = env.sim.URL(), env.sim.Config().Model
-	}
-	if c.Client.BaseURL != "" && !c.SkipPreflight {
-		cc := c.Client
-		cc.BaseURL, cc.Model = env.target, env.model
-		if err := ready.Preflight(ctx, cc, 0, r.logger.Named("preflight")); err != nil {
-			return nil, err
-		}
-	}
-	if c.SaveRequests {
-		if env.reqLog, err = result.CreateRequestLog(filepath.Join(c.OutDir, "requests.jsonl"), time.Now()); err != nil {
-			return nil, err
-		}
-	}
-	return env, nil
-}
-
-// closeRequestLog flushes and closes the request log, once the load has
-// stopped; nil without SaveRequests.
-func (e *runEnv) closeRequestLog() error {
-	if e.reqLog == nil {
-		return nil
-	}
-	return e.reqLog.Close()
-}
-
-// Close releases what setUp started; the request log's own error is
-// reported by closeRequestLog, so Close on an early return loses nothing
-// the user was promised.
-func (e *runEnv) Close() {
-	_ = e.closeRequestLog()
-	if e.sim != nil {
-		_ = e.sim.Close()
-	}
-}
-
-// startSim starts the built-in simulator in-process on a loopback port.
-func (r *levelRun) startSim(ctx context.Context) (*sim.Sim, error) {
-	c := r.cfg
-	cfg, err := sim.ProfileConfig(c.Sim.Profile)
-	if err != nil {
-		return nil, fmt.Errorf("simulator profile: %w", err)
-	}
-	if c.Sim.Replicas > 0 {
-		cfg.Replicas = c.Sim.Replicas
-	}
-	mode, err := sim.ParseMode(c.Sim.Router)
+	disp, err := r.startDisplay()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Router, cfg.TimeScale, cfg.Listen = mode, c.Sim.TimeScale, "127.0.0.1:0"
-	if c.Client.Model != "" {
-		cfg.Model = c.Client.Model
-	}
-	// The workload's natural stop is the simulator's natural-stop model:
-	// only the cap is sent, so answers end on their own.
-	if c.Workload.NaturalStop {
-		cfg.Output.UntilMaxTokens = false
-	}
-	s, err := sim.New(cfg, r.logger, nil)
+	logger := r.logger
+	env, err := r.setUp(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("create simulator: %w", err)
+		return nil, err
 	}
-	// The simulator outlives the run's signal so turns can drain; Close
-	// stops it.
-	if err := s.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("start simulator: %w", err)
+	defer env.Close()
+
+	lv, err := r.build(env)
+	if err != nil {
+		return nil, err
 	}
-	r.logger.Info("simulator started", "url", s.URL(), "profile", cfg.Profile, "replicas", cfg.Replicas, "router", cfg.Router)
-	return s, nil
+	defer lv.cl.Close()
+
+	// The server's metrics over the measurement: from origin to its
+	// planned end, or to the end of a run cut short.
+	ss, stopScrape, err := r.startScrape(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer stopScrape()
+	planned := lv.origin.Add(c.Duration)
+	if c.Duration == 0 {
+		planned = lv.origin.Add(unboundedRun) // a budget: until it is spent
+	}
+	if ss != nil {
+		ss.schedule(0, lv.origin, planned)
+	}
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	if c.Duration > 0 {
+		runCtx, stopRun = context.WithTimeout(ctx, c.Warmup+c.Duration)
+		defer stopRun()
+	}
+	logger.Info("run starting", "target", client.RedactURL(env.target), "model", env.model, "workload", lv.src.Name(),
+		"concurrency", c.Load.Concurrency, "request_rate", c.Load.RequestRate, "warmup", c.Warmup, "duration", c.Duration)
+
+	out, detach := r.drive(ctx, runCtx, stopRun, disp, lv)
+	defer detach()
+	return r.finish(ctx, env, lv, ss, planned, out)
 }
 
-// run is the single-engine run.
-func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
-	c := r.cfg
-	// The progress display comes first: on a terminal every log line from
-	// here on goes above its status line.
+// startDisplay starts the progress display. It comes first: on a
+// terminal every log line from here on goes above its status line.
+func (r *levelRun) startDisplay() (*progress.Display[levelStatus], error) {
 	disp := progress.New(r.stderr, progress.IsTerminal(r.stderr), r.logger, "progress", levelStatus.line)
 	if rl, ok := r.logger.(hclog.OutputResettable); ok && disp.LogOutput() != r.stderr {
 		// Only this sub-logger (and those made from it) changes; the
@@ -185,19 +131,37 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 			return nil, fmt.Errorf("set log output: %w", err)
 		}
 	}
-	logger := r.logger
-	env, err := r.setUp(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer env.Close()
+	return disp, nil
+}
+
+// levelLoad is what build makes for the single-engine run before its
+// load starts.
+type levelLoad struct {
+	cl     *client.Client
+	src    workload.Source
+	mtr    *meter
+	origin time.Time
+	peaks  *result.Peaks
+	tally  *tally
+	eng    *load.Engine
+}
+
+// build creates the client, the workload, the recorder and its meter, and
+// the load engine against env's target. On an error it closes what it
+// created; otherwise the caller closes lv.cl.
+func (r *levelRun) build(env *runEnv) (_ *levelLoad, err error) {
+	c, logger := r.cfg, r.logger
 	target, model, reqLog := env.target, env.model, env.reqLog
 
 	cl, err := client.New(c.clientConfig(target, model), logger)
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
-	defer cl.Close()
+	defer func() {
+		if err != nil {
+			cl.Close()
+		}
+	}()
 
 	src, err := workload.Open(c.Workload, logger)
 	if err != nil {
@@ -253,30 +217,29 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &levelLoad{cl: cl, src: src, mtr: mtr, origin: origin, peaks: peaks, tally: tally, eng: eng}, nil
+}
 
-	// The server's metrics over the measurement: from origin to its
-	// planned end, or to the end of a run cut short.
-	ss, stopScrape, err := r.startScrape(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	defer stopScrape()
-	planned := origin.Add(c.Duration)
-	if c.Duration == 0 {
-		planned = origin.Add(unboundedRun) // a budget: until it is spent
-	}
-	if ss != nil {
-		ss.schedule(0, origin, planned)
-	}
+// loadOutcome is how the load of a single-engine run ended.
+type loadOutcome struct {
+	// failFast is why fail-fast stopped the run, nil when it did not.
+	failFast error
+	// runErr is the engine's.
+	runErr error
+	// end is when the load and its watchers had ended.
+	end time.Time
+	// stopped is set when a failed threshold stopped the run early.
+	stopped bool
+}
 
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	if c.Duration > 0 {
-		runCtx, stopRun = context.WithTimeout(ctx, c.Warmup+c.Duration)
-		defer stopRun()
-	}
-	logger.Info("run starting", "target", client.RedactURL(target), "model", model, "workload", src.Name(),
-		"concurrency", c.Load.Concurrency, "request_rate", c.Load.RequestRate, "warmup", c.Warmup, "duration", c.Duration)
+// drive runs lv's load until runCtx ends, with the display, the watcher
+// and the meter beside it, and waits for all of them. stopRun ends
+// runCtx. The caller defers detach, which unhooks the live page's
+// concurrency control when the run returns.
+func (r *levelRun) drive(ctx, runCtx context.Context, stopRun context.CancelFunc, disp *progress.Display[levelStatus], lv *levelLoad) (loadOutcome, func()) {
+	c, logger := r.cfg, r.logger
+	eng, mtr, origin := lv.eng, lv.mtr, lv.origin
+	detach := func() {}
 
 	// Two goroutines, owned here: one moves the window and cuts the drain
 	// short after an interrupt, the other shows the progress until the
@@ -284,7 +247,7 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 	var wg sync.WaitGroup
 	ran := make(chan struct{})
 	dctx, stopDisplay := context.WithCancel(ctx)
-	disp.Update(levelStatus{tally: tally, eng: eng, origin: origin, warmup: c.Warmup, duration: c.Duration})
+	disp.Update(levelStatus{tally: lv.tally, eng: eng, origin: origin, warmup: c.Warmup, duration: c.Duration})
 	wg.Go(func() { disp.Run(dctx) })
 	var failFast error
 	// With AbortOnFail the measurement so far is judged every few
@@ -306,12 +269,12 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 		}
 	}
 	wg.Go(func() {
-		failFast = r.watch(ctx, ran, eng, origin, tally, stopRun, judge)
+		failFast = r.watch(ctx, ran, eng, origin, lv.tally, stopRun, judge)
 	})
 	mctx, stopMeter := context.WithCancel(ctx)
 	wg.Go(func() { mtr.run(mctx, eng, c.Load.OpenLoop(), c.Warmup > 0) })
 	if !c.Load.OpenLoop() {
-		defer c.Live.attach(ui.ControllerFunc(func(_ context.Context, n int) error {
+		detach = c.Live.attach(ui.ControllerFunc(func(_ context.Context, n int) error {
 			if err := eng.SetConcurrency(n); err != nil {
 				return err
 			}
@@ -319,28 +282,36 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 			// tick: the page draws the baseline at the target.
 			c.Live.setTarget(n)
 			return nil
-		}))()
+		}))
 	}
 	runErr := eng.Run(runCtx)
 	close(ran)
 	stopDisplay()
 	stopMeter()
 	wg.Wait()
-	end := time.Now()
-	if failFast != nil {
+	return loadOutcome{failFast: failFast, runErr: runErr, end: time.Now(), stopped: stopped.Load()}, detach
+}
+
+// finish turns the outcome of the load into the run's result: what
+// fail-fast stopped is kept marked; otherwise the measurement window, with
+// the server's figures over it, is summarised, printed and saved.
+func (r *levelRun) finish(ctx context.Context, env *runEnv, lv *levelLoad, ss *serverScrape, planned time.Time, out loadOutcome) (*result.Summary, error) {
+	c, logger := r.cfg, r.logger
+	target, model, origin, end := env.target, env.model, lv.origin, out.end
+	if out.failFast != nil {
 		// Nothing worth measuring: every request failed the same way. What
 		// was seen is kept, marked, for the server's messages.
-		return nil, r.keepStopped(mtr, c.resultLoad(target, model, src.Name()), origin, end, failFast, env.closeRequestLog())
+		return nil, r.keepStopped(lv.mtr, c.resultLoad(target, model, lv.src.Name()), origin, end, out.failFast, env.closeRequestLog())
 	}
-	if runErr != nil {
-		return nil, fmt.Errorf("run load: %w", runErr)
+	if out.runErr != nil {
+		return nil, fmt.Errorf("run load: %w", out.runErr)
 	}
 	logErr := env.closeRequestLog()
 
-	interrupted := ctx.Err() != nil || stopped.Load()
+	interrupted := ctx.Err() != nil || out.stopped
 	// The last intervals reach the metrics too, before the result is
 	// written.
-	w, err := mtr.measured()
+	w, err := lv.mtr.measured()
 	if err != nil {
 		return nil, errors.Join(err, logErr)
 	}
@@ -364,8 +335,8 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 		logger.Warn("the load generator fell behind its schedule; see the schedule lag figures",
 			"late_sends", late, "threshold", load.DefaultLateThreshold)
 	}
-	facts := c.resultLoad(target, model, src.Name()).Facts(origin, origin.Add(dur), dur)
-	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = peaks.Max()
+	facts := c.resultLoad(target, model, lv.src.Name()).Facts(origin, origin.Add(dur), dur)
+	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = lv.peaks.Max()
 	facts.SLO = c.SLO
 	facts.Interrupted = interrupted
 	if ss != nil {
@@ -379,163 +350,3 @@ func (r *levelRun) run(ctx context.Context) (*result.Summary, error) {
 
 // unboundedRun stands for the planned end of a run without a duration.
 const unboundedRun = 100 * 365 * 24 * time.Hour
-
-// startScrape starts reading the run's --scrape endpoints (the in-process
-// simulator's for "sim"); a nil serverScrape without any. Its readings
-// outlive an interrupt, so the measured part of a run cut short is still
-// read, each bounded by the scrape timeout; stop ends it.
-func (r *levelRun) startScrape(ctx context.Context, env *runEnv) (*serverScrape, func(), error) {
-	if len(r.cfg.Scrape.Endpoints) == 0 && r.cfg.Scrape.Pods == nil {
-		return nil, func() {}, nil
-	}
-	simURL := ""
-	if env.sim != nil {
-		simURL = env.sim.URL()
-	}
-	sc, err := r.cfg.Scrape.WithDefaults().ResolveSim(simURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("scrape: %w", err)
-	}
-	return startServerScrape(context.WithoutCancel(ctx), sc, r.logger, r.cfg.Live)
-}
-
-// watch moves the engine to the measurement window at origin (when there
-// is a warm-up) until ran is closed. After an interrupt (ctx done) it
-// gives the turns in flight InterruptDrain (at most Drain) to end, then
-// aborts them.
-//
-// After FailFast, if every request so far failed with one class, it stops
-// the run (stop ends the engine's context) and returns why.
-//
-// judge, when set, is called every coordinator.JudgeInterval; false stops
-// the run.
-func (r *levelRun) watch(ctx context.Context, ran <-chan struct{}, eng *load.Engine, origin time.Time, t *tally, stop func(), judge func(time.Time) bool) error {
-	var judgeC <-chan time.Time
-	if judge != nil {
-		jt := time.NewTicker(coordinator.JudgeInterval)
-		defer jt.Stop()
-		judgeC = jt.C
-	}
-	var failFast <-chan time.Time
-	if r.cfg.FailFast > 0 {
-		ft := time.NewTimer(r.cfg.FailFast)
-		defer ft.Stop()
-		failFast = ft.C
-	}
-	var measure <-chan time.Time
-	if r.cfg.Warmup > 0 {
-		t := time.NewTimer(time.Until(origin))
-		defer t.Stop()
-		measure = t.C
-	}
-	interrupt := ctx.Done()
-	var abort <-chan time.Time
-	for {
-		select {
-		case <-ran:
-			return nil
-		case now := <-judgeC:
-			if !judge(now) {
-				judgeC = nil
-				stop()
-			}
-		case <-failFast:
-			failFast = nil
-			if class, last, ok := t.allFailed(); ok {
-				r.logger.Error("every request failed the same way; stopping early", "after", r.cfg.FailFast, "class", class)
-				stop()
-				eng.Abort()
-				return fmt.Errorf("%w in the first %s, all %s (%s); stopped early (--fail-fast 0 keeps going)",
-					ErrAllFailed, r.cfg.FailFast, class, last)
-			}
-		case <-interrupt:
-			interrupt = nil
-			grace := min(r.cfg.Drain, InterruptDrain)
-			r.logger.Info("interrupted, finishing turns in flight; interrupt again to exit at once", "grace", grace)
-			t := time.NewTimer(grace)
-			defer t.Stop()
-			abort = t.C
-		case <-abort:
-			abort = nil
-			eng.Abort()
-		case <-measure:
-			measure = nil
-			eng.SetWindow(windowMeasure)
-			r.logger.Info("warm-up done, measuring", "duration", r.cfg.Duration)
-		}
-	}
-}
-
-// nothingMeasured is the outcome of a run whose measurement window saw no
-// turn: the interrupt that cut it short, or an error. logErr is the request
-// log's close error, which is reported either way.
-func (r *levelRun) nothingMeasured(ctx context.Context, logErr error) error {
-	if ctx.Err() != nil {
-		r.logRequestLogErr(logErr)
-		fmt.Fprintln(r.stdout, "Interrupted before any turn of the measurement window was sent; nothing to report.")
-		return errors.Join(ctx.Err(), logErr)
-	}
-	return errors.Join(fmt.Errorf("%w: no turn was sent in the measurement window", ErrNothingMeasured), logErr)
-}
-
-// writeResult summarises the measurement window w, prints the vLLM block
-// (then extra, when not nil) and writes OutDir/result.json. logErr, the
-// request log's close error, fails the run after the result is saved:
-// requests.jsonl is incomplete and the user asked for it.
-func (r *levelRun) writeResult(ctx context.Context, w *record.Window, facts result.Facts, logErr error, extra func(io.Writer)) (*result.Summary, error) {
-	sum, err := result.New(w, facts)
-	if err != nil {
-		return nil, fmt.Errorf("summarise result: %w", err)
-	}
-	if err := result.WriteBlock(r.stdout, sum); err != nil {
-		return sum, err
-	}
-	if extra != nil {
-		extra(r.stdout)
-	}
-	if err := result.WriteJSONFile(r.cfg.resultPath(), sum); err != nil {
-		return sum, errors.Join(err, logErr)
-	}
-	// The window's histograms, for `fleetbench report OUT ...` to compare
-	// runs with the same statistics as sweeps.
-	pt := &report.Point{
-		Run: 1, Mode: r.cfg.Label, Level: facts.MaxConcurrency, RPS: facts.RequestRate, Window: w,
-		MeasureStart: facts.Start, MeasureEnd: facts.End, Coverage: 1, SLO: facts.SLO.String(), AgentNotes: facts.AgentNotes,
-		Server: facts.Server,
-	}
-	if err := report.WritePoint(r.cfg.OutDir, pt, "[fleetbench run "+r.cfg.Label+"]"); err != nil {
-		return sum, errors.Join(err, logErr)
-	}
-	if facts.Interrupted && ctx.Err() != nil {
-		fmt.Fprintln(r.stdout, "Interrupted: the measurement window was cut short; result.json is marked \"interrupted\": true.")
-		r.logRequestLogErr(logErr)
-		return sum, errors.Join(ctx.Err(), logErr)
-	}
-	if facts.Interrupted {
-		fmt.Fprintln(r.stdout, "Stopped early (--abort-on-fail): a threshold failed; result.json is marked \"interrupted\": true.")
-	}
-	if sum.Completed == 0 {
-		// Every request failed: the result is saved, and the run fails
-		// with the most frequent reason.
-		top, most := "unknown", int64(0)
-		for _, cc := range sum.ErrorsByClass {
-			if cc.Count > most {
-				top, most = string(cc.Class), cc.Count
-			}
-		}
-		return sum, errors.Join(fmt.Errorf("%w: %d requests, most of them %s (see the errors by class in %s)", ErrAllFailed,
-			sum.Failed, top, r.cfg.resultPath()), logErr)
-	}
-	if err := result.Judge(r.stdout, r.cfg.Thresholds, sum, w); err != nil {
-		return sum, errors.Join(err, logErr)
-	}
-	return sum, logErr
-}
-
-// logRequestLogErr logs the request log's close error on an interrupted
-// run, whose exit reports only the interrupt.
-func (r *levelRun) logRequestLogErr(err error) {
-	if err != nil {
-		r.logger.Error("request log incomplete", "error", err)
-	}
-}
