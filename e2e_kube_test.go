@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 // End-to-end tests on the test environment's real node (a kubelet running
@@ -506,34 +508,6 @@ func TestE2ESweepInCluster(t *testing.T) {
 	}); err != nil {
 		t.Errorf("the agents' Job or pods remain after the sweep: %v", err)
 	}
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-}
-
-// agentDone reads an agent's final log line (JSON, as agents log in a
-// pod): reports sent and unacked.
-func agentDone(log string) (sent, unacked int, ok bool) {
-	for _, line := range strings.Split(log, "\n") {
-		var e struct {
-			Message string `json:"@message"`
-			Sent    *int   `json:"reports_sent"`
-			Unacked int    `json:"reports_unacked"`
-		}
-		if json.Unmarshal([]byte(line), &e) != nil || e.Message != "agent done" || e.Sent == nil {
-			continue
-		}
-		return *e.Sent, e.Unacked, true
-	}
-	return 0, 0, false
 }
 
 // coordinatorMetric reads one sample from the running coordinator's

@@ -1,3 +1,5 @@
+//go:build integration
+
 package main
 
 // Multi-process tests: real `fleetbench coordinator` and `fleetbench agent`
@@ -6,154 +8,20 @@ package main
 // process is the command exactly as users run it.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fleetbench/fleetbench/internal/testutil/testserve"
-	"github.com/fleetbench/fleetbench/pkg/sim"
 )
-
-// asMainEnv makes the test binary run fleetbench's main.
-const asMainEnv = "FLEETBENCH_TEST_AS_MAIN"
-
-// noFileEnv, with asMainEnv, sets the process's open-file limits (soft
-// and hard) before main runs, as a container runtime's LimitNOFILE would.
-const noFileEnv = "FLEETBENCH_TEST_NOFILE"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(scriptedEnv) == "1" {
-		os.Exit(serveScripted())
-	}
-	if os.Getenv(asMainEnv) == "1" {
-		if n, err := strconv.ParseUint(os.Getenv(noFileEnv), 10, 64); err == nil {
-			rl := syscall.Rlimit{Cur: n, Max: n}
-			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-				fmt.Fprintln(os.Stderr, "set open-file limit:", err)
-				os.Exit(1)
-			}
-		}
-		profileMain()
-		main()
-	}
-	os.Exit(m.Run())
-}
-
-// proc is one fleetbench process.
-type proc struct {
-	name       string
-	cmd        *exec.Cmd
-	out, errb  bytes.Buffer
-	done       chan struct{}
-	code       int
-	startedAt  time.Time
-	finishedIn time.Duration
-}
-
-// profileEnv, with asMainEnv, profiles the command's CPU into the file it
-// names: FILE,AFTER,FOR (durations), from AFTER past the start for FOR.
-const profileEnv = "FLEETBENCH_TEST_CPUPROFILE"
-
-// profileMain starts the CPU profile profileEnv asks for, if any.
-func profileMain() {
-	spec := strings.Split(os.Getenv(profileEnv), ",")
-	if len(spec) != 3 {
-		return
-	}
-	after, err1 := time.ParseDuration(spec[1])
-	span, err2 := time.ParseDuration(spec[2])
-	if err1 != nil || err2 != nil {
-		return
-	}
-	go func() {
-		time.Sleep(after)
-		f, err := os.Create(spec[0])
-		if err != nil || pprof.StartCPUProfile(f) != nil {
-			return
-		}
-		time.Sleep(span)
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}()
-}
-
-// startProc starts fleetbench with args in dir (the test's cwd when "")
-// with this process's environment, less the variables in unset, plus set.
-func startProc(t *testing.T, ctx context.Context, name, dir string, unset []string, set map[string]string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, os.Args[0], args...)
-	p.cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		drop := false
-		for _, u := range unset {
-			drop = drop || k == u
-		}
-		if !drop {
-			p.cmd.Env = append(p.cmd.Env, kv)
-		}
-	}
-	p.cmd.Env = append(p.cmd.Env, asMainEnv+"=1")
-	for k, v := range set {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
-	p.startedAt = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		defer close(p.done)
-		_ = p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		p.finishedIn = time.Since(p.startedAt)
-	}()
-	// A process still running when the test ends is killed and waited
-	// for here: the context's kill is asynchronous, and a test binary that
-	// exits first leaves it running (a simulator outlived TestSoak so).
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// wait waits for p to exit and returns its exit code; the test fails
-// after timeout.
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("%s did not exit within %v\nstdout:\n%s\nstderr:\n%s", p.name, timeout, p.out.String(), p.errb.String())
-		return -1
-	}
-}
-
-func (p *proc) String() string {
-	return fmt.Sprintf("%s: exit %d after %v\nstdout:\n%s\nstderr:\n%s", p.name, p.code, p.finishedIn.Round(time.Millisecond), p.out.String(), p.errb.String())
-}
 
 // keyedServer is an OpenAI-style server that refuses every request
 // without its key, /v1/models included (so the coordinator's preflight
@@ -444,24 +312,4 @@ func TestNoZeroRequestStageExitsZero(t *testing.T) {
 	code, stdout, stderr = runCommand(ctx, append([]string{"--log-level", "error", "sweep", "--modes", "a", "--switch", "none",
 		"--ready-skip", "--snapshots", "1", "--cooldown", "0s", "--out", t.TempDir()}, common...)...)
 	check("sweep", code, stdout, stderr)
-}
-
-// startSim starts the default simulator profile on loopback at time scale
-// 20, serving model "sim-model"; it is closed when the test ends.
-func startSim(t *testing.T) *sim.Sim {
-	t.Helper()
-	cfg, err := sim.ProfileConfig(sim.DefaultProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen, cfg.Model, cfg.TimeScale = "127.0.0.1:0", "sim-model", 20
-	s, err := sim.New(cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
 }

@@ -1,3 +1,5 @@
+//go:build integration
+
 package main
 
 // The live view's cost as two whole runs: `fleetbench run` at 3,200
@@ -237,15 +239,6 @@ func scrapeEvery(ctx context.Context, url string, interval time.Duration) int {
 		if resp.StatusCode == http.StatusOK {
 			n++
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build soak
+
 package main
 
 // The soak: a coordinator, 4 agent processes and `fleetbench sim`, all
