@@ -64,7 +64,7 @@ e2e-image:
 define E2E_TESTS
 FLEETBENCH_KUBE_DIR=$$dir scripts/kube-env.sh load-image out/e2e-image $(E2E_IMAGE); \
   FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_E2E_IMAGE=$(E2E_IMAGE) FLEETBENCH_REQUIRE_REAL_NODE=1 \
-    $(GO) test -count=1 -timeout 20m -run '^TestE2E' -v .
+    $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestE2E' -v .
 endef
 
 .PHONY: e2e
@@ -75,21 +75,70 @@ e2e: kube-build e2e-image ## run the end-to-end tests on a real node: image, dep
 	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
 	  $(E2E_TESTS)
 
+# The test tiers (docs/testing.md). `make test` runs them all, in order,
+# each under a banner with its elapsed time, then the times of all; a
+# tier's own target runs it alone. The tagged tiers run only the tests of
+# their tagged files (scripts/test-tiers.sh names them): the unit tests of
+# the same packages run in the unit tier.
+TIERS := lint unit integration e2e soak calibrate
+rparen := )
+tier_lint        := gofmt, go vet (every tag), golangci-lint, buf, import boundaries, generated code
+tier_unit        := go test -race ./..., hermetic: no root, loopback only; the client again on blocking reads
+tier_integration := separate processes, a real Prometheus, headless Chromium (-tags integration, -race)
+tier_e2e         := a local control plane and a real node: the kube tests (-race), then the end-to-end Jobs (-tags e2e)
+tier_soak        := the short soak: separate processes under faults (-tags soak)
+tier_calibrate   := the short calibration of the simulator, alone (wall-clock latencies)
+
 .PHONY: test
-test: lint check-generate kube-build e2e-image prometheus chromium ## run every check and test, Kubernetes ones on a real local control plane with a real node, Prometheus ones on a real Prometheus
+test: ## run every tier: lint, unit, integration, e2e, soak, calibrate (what .ci/run calls; first run ~25 min of installs)
+	@GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) TOOLS_DIR=$(TOOLS_DIR) scripts/test-tiers.sh notice
+	@times=(); fmt() { printf '%dm%02ds' $$(($$1 / 60)) $$(($$1 % 60)); }; \
+	  summary() { echo "== tiers:"; printf '==   %s\n' "$${times[@]}"; }; \
+	  for t in $(TIERS); do \
+	    case $$t in $(foreach t,$(TIERS),$(t)$(rparen) desc='$(tier_$(t))';;) esac; \
+	    echo "== tier $$t: $$desc"; \
+	    start=$$SECONDS; \
+	    if ! $(MAKE) --no-print-directory test-$$t; then \
+	      times+=("$$t: FAILED after $$(fmt $$((SECONDS - start)))"); echo "== tier $$t: FAILED"; summary; exit 1; \
+	    fi; \
+	    times+=("$$t: $$(fmt $$((SECONDS - start)))"); echo "== tier $$t: $$(fmt $$((SECONDS - start)))"; \
+	  done; summary
+
+.PHONY: check
+check: lint ## lint and the unit tier with the race detector: the command to run before every commit (~4 min warm)
+	$(GO) test -race -count=1 ./...
+
+.PHONY: test-lint
+test-lint: lint check-generate ## the lint tier: lint and the generated-code check
+
+.PHONY: test-unit
+test-unit: ## the unit tier: go test -race ./... (no root, loopback only) and the client on blocking reads
+	$(GO) test -race -count=1 -timeout 30m ./...
+	@# The client's tests again on the blocking-read path (Config.BlockingReads).
+	$(GO) test -race -count=1 ./pkg/client/ -args -blocking-reads
+
+.PHONY: test-integration
+test-integration: prometheus chromium ## the integration tier: separate processes, a real Prometheus, headless Chromium (installs both; root)
+	FLEETBENCH_REQUIRE_PROMETHEUS=1 FLEETBENCH_REQUIRE_CHROMIUM=1 \
+	  $(GO) test -tags integration -race -count=1 -timeout 30m -run '$(shell scripts/test-tiers.sh run integration)' $(shell scripts/test-tiers.sh pkgs integration)
+
+.PHONY: test-e2e
+test-e2e: kube-build e2e-image ## the e2e tier: a local control plane with a real node (builds it once; root)
 	@dir=$$(mktemp -d -t fleetbench-kube.XXXXXX); \
 	  trap 'FLEETBENCH_KUBE_DIR='"$$dir"' scripts/kube-env.sh stop' EXIT; \
 	  scripts/kube-env.sh install-node; \
 	  FLEETBENCH_KUBE_DIR=$$dir FLEETBENCH_KUBE_REAL_NODE=1 scripts/kube-env.sh start >/dev/null; \
-	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 FLEETBENCH_REQUIRE_PROMETHEUS=1 FLEETBENCH_REQUIRE_CHROMIUM=1 \
-	    $(GO) test -race -count=1 -timeout 30m ./...; \
+	  FLEETBENCH_KUBECONFIG=$$dir/admin.kubeconfig FLEETBENCH_REQUIRE_KUBE=1 \
+	    $(GO) test -tags e2e -race -count=1 -timeout 30m -run '$(shell scripts/test-tiers.sh run e2e)' -skip '^TestE2E' \
+	      $(shell scripts/test-tiers.sh pkgs e2e); \
 	  $(E2E_TESTS)
-	@# The client's tests again on the blocking-read path (Config.BlockingReads).
-	$(GO) test -race -count=1 ./pkg/client/ -args -blocking-reads
-	@# The soak's short variant: separate processes under faults, alone.
-	FLEETBENCH_SOAK=short $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v .
-	@# The simulator's calibration, short variant, alone: its latencies are
-	@# wall clock and must not share the CPU with the suite above.
+
+.PHONY: test-soak
+test-soak: ## the soak tier, short variant: separate processes under faults, alone (~5 min)
+	FLEETBENCH_SOAK=short $(GO) test -tags soak -count=1 -timeout 15m -run '^TestSoak$$' -v .
+
+.PHONY: test-calibrate
+test-calibrate: ## the calibrate tier: the simulator's short calibration, alone (its latencies are wall clock)
 	FLEETBENCH_CALIBRATE=short $(GO) test -p 1 -count=1 -timeout 10m -run '^(TestCalibrate(Simulated)?|TestSaturation)$$' ./pkg/calibrate/
 
 .PHONY: prometheus
@@ -144,7 +193,7 @@ bench: ## run the benchmarks, write bench/results/*.json and regenerate docs/ben
 	$(call bench_run,01) $(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e /coordinator -e /pkg/load -e /pkg/sim -e 'fleetbench/fleetbench$$') $(call bench_or_note,01)
 	@# The live view's cost as whole runs: 3,200 sessions bare and with the dashboard open and
 	@# /metrics scraped every second, 20 alternating pairs of 10 s windows, each run a process of its own (~16 min).
-	$(call bench_run,02) $(GO) test -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m . $(call bench_or_note,02)
+	$(call bench_run,02) $(GO) test -tags integration -run='^$$' -bench='LiveCost' -benchtime=1x -timeout 40m . $(call bench_or_note,02)
 	@# The coordinator merging 100 agents' reports of 10 histograms over loopback gRPC, 500
 	@# rounds: the agents in a child process so the figures (cpu-ns, alloc-B, allocs per
 	@# report) are the coordinator's alone, with and without histograms, over one shared connection
@@ -176,7 +225,7 @@ bench-bundle: ## build out/bench-bundle(.tar.gz), the benchmarks for a bigger Li
 soak: ## 8,000 sessions for 20 minutes through faults: agent kill -9, a cut connection, a stopped coordinator, simulator restarts (~24 min); writes bench/results/*.json
 	$(bench_start)
 	@# The soak's verdict and growth figures go into a results file, failed or not.
-	status=0; FLEETBENCH_SOAK=full $(call bench_run,01) $(GO) test -count=1 -timeout 40m -run '^TestSoak$$' -v . || status=$$?; \
+	status=0; FLEETBENCH_SOAK=full $(call bench_run,01) $(GO) test -tags soak -count=1 -timeout 40m -run '^TestSoak$$' -v . || status=$$?; \
 	  $(BENCHTABLE) record -out bench/results $(BENCH_PARTS)/*.json && $(BENCHTABLE) table; exit $$status
 
 .PHONY: calibrate
@@ -196,6 +245,9 @@ lint: $(GOLANGCI_LINT) $(BUF) ## gofmt, go vet, golangci-lint, buf lint/format, 
 	@bad=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$') 2>/dev/null); \
 	  if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
+	@# Each tagged tier's files on their own, so a helper that one tier
+	@# lacks fails here (golangci-lint sees every tag at once: .golangci.yml).
+	@for t in integration e2e soak; do echo "$(GO) vet -tags $$t"; $(GO) vet -tags $$t $$(scripts/test-tiers.sh pkgs $$t); done
 	$(GOLANGCI_LINT) run ./...
 	@if [ -f buf.yaml ]; then $(BUF) lint && $(BUF) format -d --exit-code; fi
 	@./scripts/check-imports.sh
