@@ -73,7 +73,7 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 	// the target its first switch brings up instead (afterSwitch): the
 	// switch may be what starts the server.
 	keyRequired := false
-	if simCfg == nil && !spec.SkipPreflight && plan.Switches() == 0 {
+	if simCfg == nil && !spec.SkipPreflight && !switchesFirst(spec, plan) {
 		if err := ready.WaitReachable(ctx, spec.ClientConfig(), StartWait, logger.Named("preflight")); err != nil {
 			return err
 		}
@@ -123,6 +123,21 @@ func Sweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig) error {
 		return kubejob.Cause(kctx, err)
 	}
 	return runSweep(ctx, logger, cfg, spec, simCfg, plan, id, !fl.NoRestore, remote, keyRequired)
+}
+
+// switchesFirst reports whether plan switches modes with a switch that
+// acts (not kind none): then the first switch may be what starts the
+// target, and the preflight runs after it.
+func switchesFirst(spec *sweep.Spec, plan *sweep.Plan) bool {
+	if plan.Switches() == 0 {
+		return false
+	}
+	for _, m := range spec.Modes {
+		if sw := spec.SwitchOf(m.Name); sw != nil && sw.Kind != sweep.KindNone {
+			return true
+		}
+	}
+	return false
 }
 
 // sweep runs plan and renders the report.
@@ -231,7 +246,7 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 		Spec: spec, Plan: plan, Switchers: switchers, Gate: gate, Fleet: fl, Output: w,
 		Restore: restore, OnStatus: onStatus, Logger: logger,
 	}
-	if simCfg == nil && !spec.SkipPreflight && plan.Switches() > 0 {
+	if simCfg == nil && !spec.SkipPreflight && switchesFirst(spec, plan) {
 		rcfg.Preflight = func(ctx context.Context) error {
 			plog := logger.Named("preflight")
 			if err := ready.WaitReachable(ctx, spec.ClientConfig(), StartWait, plog); err != nil {
