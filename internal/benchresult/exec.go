@@ -37,7 +37,7 @@ func Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (Run, st
 	figs.Close()
 	defer os.Remove(figs.Name())
 
-	run := Run{Command: CommandLine(os.Environ(), argv)}
+	run := Run{Command: CommandLine(os.Environ(), argv), LoadAvg: loadAvg()}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), FiguresEnv+"="+figs.Name())
 	cmd.Stderr = stderr

@@ -16,8 +16,10 @@ import (
 )
 
 // Run is one command of a results file and the figures it printed.
+// LoadAvg is the machine's load average when it started.
 type Run struct {
 	Command    string      `json:"command"`
+	LoadAvg    string      `json:"loadavg,omitempty"`
 	Benchmarks []Benchmark `json:"benchmarks"`
 }
 
@@ -117,12 +119,21 @@ func Facts(cpu string) Machine {
 	if model := cpuModel(); model != "" {
 		m.CPU = model
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			m.LoadAvg = strings.Join(f[:3], " ")
-		}
-	}
+	m.LoadAvg = loadAvg()
 	return m
+}
+
+// loadAvg is /proc/loadavg's first three fields, empty where there is none.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // cpuModel is /proc/cpuinfo's first "model name".
