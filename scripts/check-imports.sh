@@ -61,6 +61,40 @@ for p in client record load workload result hdr sse; do
 	check ./pkg/sim/... "pkg/$p" "the simulator stands apart from the measurement code"
 done
 
+# The same boundaries for tests, in every tier (their build tags), plus:
+# internal/testutil/* is imported from _test.go files only. One exception:
+# coordinator's external test package (coordinator_test, files declaring
+# package coordinator_test) runs real agents over loopback gRPC against a
+# coordinator, which is what those tests check; the coordinator package
+# and its in-package tests never import agent.
+tags="integration e2e soak"
+while IFS='|' read -r p imports timports ximports; do
+	for i in $timports $ximports; do
+		case $p in "$mod"/agent | "$mod"/agent/*)
+			[[ $i == "$mod"/coordinator || $i == "$mod"/coordinator/* ]] &&
+				{ echo "import boundary: $p's tests import $i (coordinator and agent are independent)"; fail=1; } ;;
+		esac
+		case $p in "$mod"/pkg/* | "$mod"/internal/*)
+			[[ $i == "$mod"/fleet || $i == "$mod"/fleet/* ]] &&
+				{ echo "import boundary: $p's tests import $i (pkg/ and internal/ stand below fleet)"; fail=1; } ;;
+		esac
+		case $p in "$mod"/pkg/sim | "$mod"/pkg/sim/*)
+			[[ $i =~ ^$mod/pkg/(client|record|load|workload|result|hdr|sse)(/|$) ]] &&
+				{ echo "import boundary: $p's tests import $i (the simulator stands apart from the measurement code)"; fail=1; } ;;
+		esac
+	done
+	for i in $timports; do
+		case $p in "$mod"/coordinator | "$mod"/coordinator/*)
+			[[ $i == "$mod"/agent || $i == "$mod"/agent/* ]] &&
+				{ echo "import boundary: $p's in-package tests import $i (only coordinator_test may run real agents)"; fail=1; } ;;
+		esac
+	done
+	for i in $imports; do
+		[[ $i == "$mod"/internal/testutil/* && $p != "$mod"/internal/testutil/* ]] &&
+			{ echo "import boundary: $p imports $i outside its _test.go files (test helpers stay in tests)"; fail=1; }
+	done
+done < <(go list -tags "$tags" -f '{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}}|{{join .XTestImports " "}}' ./...)
+
 # Generated code stops at the gRPC edge: only files named *grpc*.go, *server*.go,
 # *conn*.go or *convert*.go in coordinator/, agent/ and internal/wire (the workload's
 # one wire conversion) may import it; fleet/, pkg/ and package main never do.
