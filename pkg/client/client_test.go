@@ -406,8 +406,8 @@ func TestStreamRequestBodyAndHeaders(t *testing.T) {
 		MaxTokens: 8,
 		Headers:   map[string]string{"X-Session-ID": "s-17"},
 	})
-	if !res.OK() || res.Worker != "worker-3" {
-		t.Fatalf("class %q err %v worker %q", res.Class, res.Err, res.Worker)
+	if !res.OK() || res.Worker != "worker-3" || res.WorkerHeader != "X-Served-By" {
+		t.Fatalf("class %q err %v worker %q from %q", res.Class, res.Err, res.Worker, res.WorkerHeader)
 	}
 	path, h, body, _ := cap.get()
 	if path != "/v1/chat/completions" {
