@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -403,5 +405,64 @@ func TestSweepPreflightAfterFirstSwitch(t *testing.T) {
 	}
 	if _, rows := sweepTSV(t, filepath.Join(dir, "out")); len(rows) != 1 {
 		t.Errorf("rows %v, want the one level", rows)
+	}
+}
+
+// failFastSweep is a sweep whose every request fails the same way.
+const failFastSweep = `
+target: TARGET
+model: m
+skip_preflight: true
+fail_fast: 500ms
+workload:
+  prompt_tokens: 300
+  turns: 2
+  max_tokens: 8
+levels: [2]
+modes: [{name: only}]
+switch:
+  kind: none
+warmup: 0s
+measure: 1m
+snapshots: 1
+cooldown: 0s
+agents: 1
+readiness:
+  skip: true
+`
+
+// TestSweepFailFastKeepsLevel: a sweep level that fail-fast stops (every
+// stream carries a coded 400 error object) leaves stopped.json in the
+// output directory, marked stopped, with the server's whole message.
+func TestSweepFailFastKeepsLevel(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"error\": {\"message\": %q, \"type\": \"BadRequestError\", \"code\": 400}}\n\n", contextLengthMessage)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	spec := writeSweepFile(t, dir, strings.ReplaceAll(failFastSweep, "TARGET", srv.URL))
+	code, stdout, stderr := runCommand(t.Context(), "--log-level", "error", "sweep", "-f", spec, "--out", out)
+	if code != exitAllFailed || !strings.Contains(stderr, contextLengthMessage) {
+		t.Fatalf("exit %d, want %d with the whole message\nstdout:\n%s\nstderr:\n%s", code, exitAllFailed, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "stopped.json"))
+	if err != nil {
+		t.Fatalf("read stopped.json: %v\nstdout:\n%s", err, stdout)
+	}
+	var res struct {
+		Stopped     string `json:"stopped"`
+		Interrupted bool   `json:"interrupted"`
+		TopErrors   []struct {
+			Class, Example string
+		} `json:"top_errors"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || !strings.Contains(res.Stopped, "all bad_request") || len(res.TopErrors) == 0 ||
+		res.TopErrors[0].Class != "bad_request" || res.TopErrors[0].Example != contextLengthMessage {
+		t.Errorf("stopped.json: %s", b)
 	}
 }

@@ -29,21 +29,32 @@ func (r *levelRun) keepFleetStopped(res *coordinator.Result, load result.Load, w
 	if res == nil {
 		return errors.Join(why, logErr)
 	}
+	w, start, end, err := stoppedWindow(res.Windows)
+	if err != nil {
+		return errors.Join(why, err, logErr)
+	}
+	return r.saveStopped(w, load, start, end, why, logErr)
+}
+
+// stoppedWindow merges what a stage stopped early saw: its measured
+// windows, or its warm-up windows when none of those holds a turn; the
+// span runs from the first window's start to the last turn's end. w is
+// nil when no window holds a turn.
+func stoppedWindow(ws []*coordinator.WindowResult) (w *record.Window, start, end time.Time, err error) {
 	for _, kind := range []coordinator.Kind{coordinator.KindMeasure, coordinator.KindWarmup} {
-		var w *record.Window
-		var start, end time.Time
-		for _, wr := range res.Windows {
+		w, start, end = nil, time.Time{}, time.Time{}
+		for _, wr := range ws {
 			if wr.Kind != kind || wr.Rerun || wr.Data == nil {
 				continue
 			}
 			data, err := wr.Merged()
 			if err != nil {
-				return errors.Join(why, fmt.Errorf("merge window %d: %w", wr.ID, err), logErr)
+				return nil, start, end, fmt.Errorf("merge window %d: %w", wr.ID, err)
 			}
 			if w == nil {
 				w = data
 			} else if err := w.Merge(data); err != nil {
-				return errors.Join(why, fmt.Errorf("merge window %d: %w", wr.ID, err), logErr)
+				return nil, start, end, fmt.Errorf("merge window %d: %w", wr.ID, err)
 			}
 			if start.IsZero() || wr.Start.Before(start) {
 				start = wr.Start
@@ -53,10 +64,40 @@ func (r *levelRun) keepFleetStopped(res *coordinator.Result, load result.Load, w
 			}
 		}
 		if sawTurns(w) {
-			return r.saveStopped(w, load, start, end, why, logErr)
+			return w, start, end, nil
 		}
 	}
-	return errors.Join(why, logErr)
+	return nil, start, end, nil
+}
+
+// StoppedLevel is the error of a sweep level that fail-fast stopped, with
+// what it saw: Window (nil when nothing) from Start to End. It unwraps to
+// the fail-fast error (ErrAllFailed). It is immutable once returned.
+type StoppedLevel struct {
+	Err        error
+	Window     *record.Window
+	Start, End time.Time
+}
+
+func (e *StoppedLevel) Error() string { return e.Err.Error() }
+
+func (e *StoppedLevel) Unwrap() error { return e.Err }
+
+// SaveStopped writes what the stopped level saw to path as a result.json
+// for load, marked "interrupted" and "stopped" with the reason, its top
+// errors carrying the server's messages. It writes nothing without turns.
+func (e *StoppedLevel) SaveStopped(path string, load result.Load) error {
+	if !sawTurns(e.Window) {
+		return nil
+	}
+	dur := max(e.End.Sub(e.Start), time.Millisecond)
+	facts := load.Facts(e.Start, e.Start.Add(dur), dur)
+	facts.Interrupted, facts.Stopped = true, e.Err.Error()
+	sum, err := result.New(e.Window, facts)
+	if err != nil {
+		return fmt.Errorf("summarise stopped level: %w", err)
+	}
+	return result.WriteJSONFile(path, sum)
 }
 
 // sawTurns reports whether w holds a turn that ended.

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/fleetbench/fleetbench/coordinator"
 	"github.com/fleetbench/fleetbench/internal/progress"
+	"github.com/fleetbench/fleetbench/pkg/client"
 	"github.com/fleetbench/fleetbench/pkg/kubejob"
 	"github.com/fleetbench/fleetbench/pkg/ready"
 	"github.com/fleetbench/fleetbench/pkg/record"
@@ -52,6 +55,10 @@ type SweepConfig struct {
 	// Stdout receives the summary and headline; Stderr the live status.
 	Stdout, Stderr io.Writer
 }
+
+// StoppedFile is the file in a sweep's output directory that keeps the
+// level fail-fast stopped, as a result.json marked "stopped".
+const StoppedFile = "stopped.json"
 
 // StartWait is how long a sweep waits for its target to accept
 // connections before the preflight: in a cluster the model server is often
@@ -273,6 +280,18 @@ func runSweep(ctx context.Context, logger hclog.Logger, cfg SweepConfig, spec *s
 	measured := 0
 	if res != nil {
 		measured = len(res.Points)
+	}
+	var stopped *StoppedLevel
+	if errors.As(runErr, &stopped) {
+		// The level fail-fast stopped is no point, but its errors, with
+		// the server's messages, are kept next to the points.
+		path := filepath.Join(spec.Output, StoppedFile)
+		load := result.Load{Target: client.RedactURL(spec.Target), Model: spec.Model, Workload: src.Name(), Version: cfg.Version}
+		if err := stopped.SaveStopped(path, load); err != nil {
+			runErr = errors.Join(runErr, err)
+		} else if stopped.Window != nil {
+			fmt.Fprintf(cfg.Stdout, "The level stopped early is kept in %s, with its failures by class and the server's messages\n", path)
+		}
 	}
 	if runErr != nil {
 		fmt.Fprintf(cfg.Stdout, "Sweep stopped after %d of %d points: results so far are in %s\n", plan.Done+measured, plan.Total, w.TSVPath())

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -124,6 +125,13 @@ func (f *Sweeper) Run(ctx context.Context, levels []runner.Level, h runner.Hooks
 	}
 	defer f.metrics.SetLevel(0)
 	if _, err := Run(ctx, f.logger, cfg); err != nil {
+		if errors.Is(err, ErrAllFailed) {
+			// What the stopped level saw, for its errors to be kept.
+			mu.Lock()
+			w, start, end, werr := stoppedWindow(windows)
+			mu.Unlock()
+			return errors.Join(&StoppedLevel{Err: err, Window: w, Start: start, End: end}, werr)
+		}
 		return err
 	}
 	return deliver(ctx)
