@@ -105,8 +105,8 @@ test: ## run every tier: lint, unit, integration, e2e, soak, calibrate (what .ci
 	  done; summary
 
 .PHONY: check
-check: lint ## lint and the unit tier with the race detector: the command to run before every commit (~4 min warm)
-	$(GO) test -race -count=1 ./...
+check: lint ## lint and the unit tier with the race detector: the command to run before every commit
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-lint
 test-lint: lint check-generate ## the lint tier: lint and the generated-code check
