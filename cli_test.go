@@ -394,8 +394,12 @@ func TestAbortOnFail(t *testing.T) {
 			if took := time.Since(start); took > time.Minute {
 				t.Errorf("took %s: the run was not stopped early", took)
 			}
-			if res := readResult(t, dir); res["interrupted"] != true {
+			res := readResult(t, dir)
+			if res["interrupted"] != true {
 				t.Errorf("result.json interrupted = %v", res["interrupted"])
+			}
+			if s, _ := res["stopped"].(string); !strings.Contains(s, "--abort-on-fail") {
+				t.Errorf("result.json stopped = %q, want the failed threshold named", s)
 			}
 		})
 	}

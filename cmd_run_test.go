@@ -135,6 +135,9 @@ func TestRunInterruptedWritesPartialResult(t *testing.T) {
 	if res["interrupted"] != true {
 		t.Errorf("interrupted = %v, want true", res["interrupted"])
 	}
+	if s, _ := res["stopped"].(string); !strings.Contains(s, "interrupted") {
+		t.Errorf("stopped = %q, want the interrupt named", s)
+	}
 	if d := res["duration"].(float64); d < 0.5 || d > 1+fleet.InterruptDrain.Seconds() {
 		t.Errorf("duration %v, want about 1 s (the part measured)", d)
 	}

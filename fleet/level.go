@@ -228,8 +228,10 @@ type loadOutcome struct {
 	runErr error
 	// end is when the load and its watchers had ended.
 	end time.Time
-	// stopped is set when a failed threshold stopped the run early.
+	// stopped is set when a failed threshold stopped the run early;
+	// early is that threshold's error.
 	stopped bool
+	early   error
 }
 
 // drive runs lv's load until runCtx ends, with the display, the watcher
@@ -253,6 +255,7 @@ func (r *levelRun) drive(ctx, runCtx context.Context, stopRun context.CancelFunc
 	// With AbortOnFail the measurement so far is judged every few
 	// seconds; a failed threshold stops the run (stopped is then set).
 	var stopped atomic.Bool
+	var early atomic.Pointer[error]
 	var judge func(now time.Time) bool
 	if j := c.earlyJudge(); j != nil {
 		judge = func(now time.Time) bool {
@@ -262,6 +265,7 @@ func (r *levelRun) drive(ctx, runCtx context.Context, stopRun context.CancelFunc
 			}
 			if err := j(0, w, now.Sub(origin)); err != nil {
 				logger.Error("stopping early", "error", err)
+				early.Store(&err)
 				stopped.Store(true)
 				return false
 			}
@@ -289,7 +293,7 @@ func (r *levelRun) drive(ctx, runCtx context.Context, stopRun context.CancelFunc
 	stopDisplay()
 	stopMeter()
 	wg.Wait()
-	return loadOutcome{failFast: failFast, runErr: runErr, end: time.Now(), stopped: stopped.Load()}, detach
+	return loadOutcome{failFast: failFast, runErr: runErr, end: time.Now(), stopped: stopped.Load(), early: derefErr(early.Load())}, detach
 }
 
 // finish turns the outcome of the load into the run's result: what
@@ -339,6 +343,7 @@ func (r *levelRun) finish(ctx context.Context, env *runEnv, lv *levelLoad, ss *s
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = lv.peaks.Max()
 	facts.SLO = c.SLO
 	facts.Interrupted = interrupted
+	facts.Stopped = stopReason(ctx, out.early)
 	if ss != nil {
 		if end.Before(planned) {
 			ss.schedule(0, origin, end)

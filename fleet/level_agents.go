@@ -135,6 +135,11 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
 	facts.SLO, facts.AgentNotes = c.SLO, AgentNotes(st.Agents)
 	facts.Interrupted = interrupted
+	if early != nil {
+		facts.Stopped = stopReason(ctx, early)
+	} else {
+		facts.Stopped = stopReason(ctx, nil)
+	}
 	if ss != nil {
 		if interrupted {
 			// The coordinator's loop ended with the run's context, so the

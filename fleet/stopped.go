@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -127,4 +128,25 @@ func (r *levelRun) saveStopped(w *record.Window, load result.Load, start, end ti
 	fmt.Fprintf(r.stdout, "Stopped early: %s is marked \"stopped\", with the %d failures by class and the server's messages.\n",
 		r.cfg.resultPath(), sum.Failed)
 	return errors.Join(why, logErr)
+}
+
+// stopReason is the "stopped" of a run's result.json: the failed threshold
+// that --abort-on-fail stopped it for, or the interrupt; empty for a run
+// that ran its course.
+func stopReason(ctx context.Context, early error) string {
+	switch {
+	case early != nil:
+		return "stopped early (--abort-on-fail): " + early.Error()
+	case ctx.Err() != nil:
+		return "interrupted (a signal): the measurement window was cut short"
+	}
+	return ""
+}
+
+// derefErr is *p, nil for a nil p.
+func derefErr(p *error) error {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
