@@ -135,11 +135,11 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	facts.PeakOutputTokensPerSec, facts.PeakConcurrentRequests = merged.Max()
 	facts.SLO, facts.AgentNotes = c.SLO, AgentNotes(st.Agents)
 	facts.Interrupted = interrupted
+	var earlyErr error // not a nil *ThresholdError, which is a non-nil error
 	if early != nil {
-		facts.Stopped = stopReason(ctx, early)
-	} else {
-		facts.Stopped = stopReason(ctx, nil)
+		earlyErr = early
 	}
+	facts.Stopped = stopReason(ctx, earlyErr)
 	if ss != nil {
 		if interrupted {
 			// The coordinator's loop ended with the run's context, so the
