@@ -16,8 +16,7 @@ import (
 )
 
 // Conversion between the generated protocol types and the domain types.
-// This file, grpccodec.go (the reports' decoding) and server.go are the
-// only ones that see generated code.
+// This file and server.go are the only ones that see generated code.
 
 func helloFromPB(h *pb.Hello) hello {
 	cfg := h.GetHistogramConfig()

@@ -8,6 +8,5 @@
 //
 // One goroutine (Run's loop) owns every piece of run state; gRPC streams
 // feed it through a channel and receive its messages through per-connection
-// queues. Generated protobuf types stop at the edge (server.go, convert.go,
-// grpccodec.go).
+// queues. Generated protobuf types stop at the edge (server.go, convert.go).
 package coordinator
