@@ -40,7 +40,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if *part == "" || fs.NArg() == 0 {
-		return errors.New("exec: want -part FILE -- COMMAND...")
+		return errors.New("exec: want -part FILE -- COMMAND")
 	}
 	// Outside a git tree (the benchmark bundle) the commit stays empty and
 	// record's -commit says it.

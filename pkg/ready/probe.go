@@ -342,15 +342,25 @@ func (p *prober) notServed(ctx context.Context) error {
 	if p.models == "" {
 		return nil
 	}
+	ids := p.servedModels(ctx)
+	if len(ids) == 0 || slices.Contains(ids, p.models) {
+		return nil
+	}
+	return notServed(p.models, client.RedactURL(p.cfg.Client.BaseURL), ids)
+}
+
+// servedModels returns the models /v1/models lists, or nil when the list
+// cannot be read: an unreadable list says nothing about the model, so the
+// probe then goes on polling as for any other failure.
+func (p *prober) servedModels(ctx context.Context) []string {
 	status, body, err := p.t.get(ctx, SignalModels)
 	if err != nil || status != http.StatusOK {
 		return nil
 	}
-	ids, err := decodeModels(body)
-	if err != nil || len(ids) == 0 || slices.Contains(ids, p.models) {
-		return nil
+	if ids, err := decodeModels(body); err == nil {
+		return ids
 	}
-	return notServed(p.models, client.RedactURL(p.cfg.Client.BaseURL), ids)
+	return nil
 }
 
 // listed reports whether ids include the model, or any model when none was
