@@ -154,7 +154,7 @@ var catalogue = func() map[string]bool {
 			m[g.name] = true
 		}
 	}
-	for _, ss := range [][]source{preemptionSources, promptTokenSources, generationTokenSources, requestSources, ttftSources, itlSources} {
+	for _, ss := range [][]source{preemptionSources, promptTokenSources, generationTokenSources, requestSources, ttftSources, itlSources, queueTimeSources} {
 		for _, s := range ss {
 			m[s.name] = true
 		}
