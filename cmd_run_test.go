@@ -146,6 +146,48 @@ func TestRunInterruptedWritesPartialResult(t *testing.T) {
 	}
 }
 
+// TestRunInterruptedInWarmupKeepsResult: a signal in the warm-up, before
+// the measurement window saw a turn, still leaves result.json, marked
+// interrupted and stopped, with the warm-up's turns; on one engine and on
+// agents alike. The exit stays the interrupt's.
+func TestRunInterruptedInWarmupKeepsResult(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"engine", nil},
+		{"agents", []string{"--agents", "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FLEETBENCH_TEST_KEY", testAPIKey)
+			var requests atomic.Int64
+			srv := sseServer(t, &requests)
+			defer srv.Close()
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			time.AfterFunc(1500*time.Millisecond, cancel)
+			args := append([]string{"run", "--target", srv.URL, "--model", "m",
+				"--concurrency", "3", "--warmup", "1m", "--duration", "1m", "--api-key-env", "FLEETBENCH_TEST_KEY",
+				"--prompt-tokens", "300", "--out", dir}, tc.extra...)
+			code, stdout, stderr := runCommand(ctx, args...)
+			if code != exitInterrupted {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitInterrupted, stdout, stderr)
+			}
+			res := readResult(t, dir)
+			if res["interrupted"] != true {
+				t.Errorf("interrupted = %v, want true", res["interrupted"])
+			}
+			if s, _ := res["stopped"].(string); !strings.Contains(s, "warm-up") {
+				t.Errorf("stopped = %q, want the warm-up named", s)
+			}
+			if res["completed"].(float64) == 0 {
+				t.Errorf("no warm-up turn kept\nstdout:\n%s", stdout)
+			}
+		})
+	}
+}
+
 func TestRunAgainstBuiltInSimulator(t *testing.T) {
 	dir := t.TempDir()
 	code, stdout, stderr := runCommand(t.Context(), "run", "--concurrency", "8", "--warmup", "500ms",

@@ -319,7 +319,12 @@ func (r *levelRun) finish(ctx context.Context, env *runEnv, lv *levelLoad, ss *s
 	if err != nil {
 		return nil, errors.Join(err, logErr)
 	}
-	if w == nil || w.Counters.Requests+w.Counters.Failed == 0 {
+	if !sawTurns(w) {
+		if ctx.Err() != nil && sawTurns(lv.mtr.peek(windowWarmUp)) {
+			// Interrupted in the warm-up: what it saw is kept, marked, so
+			// its errors and the server's messages are not lost.
+			return nil, r.keepStopped(lv.mtr, c.resultLoad(target, model, lv.src.Name()), origin, end, interruptedBeforeMeasure(ctx), logErr)
+		}
 		return nil, r.nothingMeasured(ctx, logErr)
 	}
 	// A run cut short (by the budget or a signal) lasts until its last

@@ -108,7 +108,15 @@ func (r *levelRun) runAgents(ctx context.Context) (*result.Summary, error) {
 	if st != nil {
 		sm, _ = MeasureStage(res, st)
 	}
-	if sm == nil || sm.Window.Counters.Requests+sm.Window.Counters.Failed == 0 {
+	if sm == nil || !sawTurns(sm.Window) {
+		if ctx.Err() != nil && res != nil {
+			if w, _, _, err := stoppedWindow(res.Windows); err == nil && sawTurns(w) {
+				// Interrupted in the warm-up: what it saw is kept, marked.
+				rl := c.resultLoad(target, model, src.Name())
+				rl.MaxConcurrency, rl.Burstiness = stage.Level, 0
+				return nil, r.keepFleetStopped(res, rl, interruptedBeforeMeasure(ctx), logErr)
+			}
+		}
 		return nil, r.nothingMeasured(ctx, logErr)
 	}
 	dur := sm.Duration

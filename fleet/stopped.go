@@ -143,6 +143,13 @@ func stopReason(ctx context.Context, early error) string {
 	return ""
 }
 
+// interruptedBeforeMeasure is the "stopped" reason of a run interrupted
+// before its measurement window saw a turn, whose result.json then holds
+// the warm-up's turns. It wraps ctx's error: the exit stays the interrupt's.
+func interruptedBeforeMeasure(ctx context.Context) error {
+	return fmt.Errorf("interrupted (a signal) in the warm-up, before the measurement window: result.json holds the warm-up's turns: %w", ctx.Err())
+}
+
 // derefErr is *p, nil for a nil p.
 func derefErr(p *error) error {
 	if p == nil {
